@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what building and testing gannet needs on Debian 12, when it is missing:
+# Debian packages (compiler, CMake, Ninja, libraries) and a project virtualenv (.venv)
+# with the Python test requirements. Safe to run again; does nothing when all is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++ cmake ninja-build pkg-config ccache libgtest-dev libbenchmark-dev
+          libpcre2-dev nlohmann-json3-dev python3 python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Python test requirements (pytest). torch/transformers are only in
+# tools/requirements-golden.txt, for regenerating goldens; tests never need them.
+stamp=.venv/.requirements-test.stamp
+if [ ! -x .venv/bin/python ] || ! cmp -s requirements-test.txt "$stamp"; then
+  echo "setup: creating .venv with requirements-test.txt"
+  python3 -m venv .venv
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-test.txt
+  cp requirements-test.txt "$stamp"
+fi

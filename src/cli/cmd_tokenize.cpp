@@ -1,0 +1,6 @@
+#include "cli/commands.h"
+#include "cli/flags.h"
+
+namespace gannet::cli {
+int cmd_tokenize(const Args&) { throw Error("not implemented yet"); }
+}  // namespace gannet::cli

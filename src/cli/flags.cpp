@@ -1,0 +1,81 @@
+#include "cli/flags.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace gannet::cli {
+
+Flags::Flags(const std::vector<std::string>& args, std::set<std::string> value_flags,
+             std::set<std::string> bool_flags) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + a + "'");
+    std::string name = a.substr(2), value;
+    bool inline_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inline_value = true;
+    }
+    if (value_flags.count(name)) {
+      if (!inline_value) {
+        if (i + 1 >= args.size()) throw UsageError("--" + name + " needs a value");
+        value = args[++i];
+      }
+    } else if (bool_flags.count(name)) {
+      if (inline_value) throw UsageError("--" + name + " takes no value");
+      value = "1";
+    } else {
+      throw UsageError("unknown flag --" + name);
+    }
+    if (values_.count(name)) throw UsageError("--" + name + " given more than once");
+    values_[name] = value;
+  }
+}
+
+std::optional<std::string> Flags::get(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Flags::require(const std::string& name) const {
+  auto v = get(name);
+  if (!v) throw UsageError("--" + name + " is required");
+  return *v;
+}
+
+std::string Flags::get_or(const std::string& name, const std::string& def) const {
+  return get(name).value_or(def);
+}
+
+int64_t Flags::get_int(const std::string& name, int64_t def) const {
+  auto v = get(name);
+  return v ? parse_int("--" + name, *v) : def;
+}
+
+double Flags::get_double(const std::string& name, double def) const {
+  auto v = get(name);
+  return v ? parse_double("--" + name, *v) : def;
+}
+
+int64_t parse_int(const std::string& flag, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE)
+    throw UsageError(flag + " expects an integer, got '" + text + "'");
+  return v;
+}
+
+double parse_double(const std::string& flag, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+    throw UsageError(flag + " expects a number, got '" + text + "'");
+  return v;
+}
+
+}  // namespace gannet::cli

@@ -1,0 +1,42 @@
+// Minimal --flag parsing for subcommands. Unknown flags, missing values and values that
+// do not parse are usage errors (UsageError), reported with the subcommand's usage text.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace gannet::cli {
+
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+class Flags {
+ public:
+  // value_flags take a value ("--model DIR" or "--model=DIR"); bool_flags do not.
+  Flags(const std::vector<std::string>& args, std::set<std::string> value_flags,
+        std::set<std::string> bool_flags);
+
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  std::optional<std::string> get(const std::string& name) const;
+  std::string require(const std::string& name) const;
+  std::string get_or(const std::string& name, const std::string& def) const;
+  int64_t get_int(const std::string& name, int64_t def) const;
+  double get_double(const std::string& name, double def) const;
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+// Strict number parsing; throws UsageError naming the flag.
+int64_t parse_int(const std::string& flag, const std::string& text);
+double parse_double(const std::string& flag, const std::string& text);
+
+}  // namespace gannet::cli

@@ -1,0 +1,82 @@
+#include "core/dtype.h"
+
+#include <cmath>
+#include <limits>
+
+namespace gannet {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: case DType::I32: return 4;
+    case DType::F16: case DType::BF16: return 2;
+    case DType::F8_E4M3: case DType::F8_E8M0: case DType::I8: case DType::U8: return 1;
+    case DType::I64: return 8;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::F8_E4M3: return "F8_E4M3";
+    case DType::F8_E8M0: return "F8_E8M0";
+    case DType::I8: return "I8";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::U8: return "U8";
+  }
+  return "?";
+}
+
+std::optional<DType> parse_dtype(std::string_view n) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E8M0, DType::I8,
+                  DType::I32, DType::I64, DType::U8})
+    if (dtype_name(t) == n) return t;
+  return std::nullopt;
+}
+
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  if (exp == 0) {
+    // zero or subnormal: man * 2^-24, exact in f32
+    float v = std::ldexp(float(man), -24);
+    return sign ? -v : v;
+  }
+  if (exp == 31) return bits_to_f32(sign | 0x7f800000u | (man << 13));
+  return bits_to_f32(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t u = f32_to_bits(f);
+  uint16_t sign = uint16_t((u >> 16) & 0x8000);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e00;  // NaN
+  if (a >= 0x477ff000u) return sign | 0x7c00;  // rounds to >= 65520: inf
+  if (a < 0x38800000u) {
+    // subnormal half (or zero): value / 2^-24 rounded to nearest even
+    float v = bits_to_f32(a) * 16777216.0f;  // exact scaling by 2^24
+    return sign | uint16_t(std::nearbyint(v));
+  }
+  uint32_t r = a + 0xfffu + ((a >> 13) & 1u);  // round mantissa to 10 bits, ties to even
+  return sign | uint16_t((r - 0x38000000u) >> 13);
+}
+
+float fp8_e4m3_to_f32(uint8_t v) {
+  bool neg = v & 0x80;
+  uint32_t exp = (v >> 3) & 0xf, man = v & 0x7;
+  float r;
+  if (exp == 15 && man == 7) return std::numeric_limits<float>::quiet_NaN();
+  if (exp == 0) r = std::ldexp(float(man), -9);  // subnormal: man/8 * 2^-6
+  else r = std::ldexp(1.0f + float(man) / 8.0f, int(exp) - 7);
+  return neg ? -r : r;
+}
+
+float e8m0_to_f32(uint8_t v) {
+  if (v == 0xff) return std::numeric_limits<float>::quiet_NaN();
+  return std::ldexp(1.0f, int(v) - 127);
+}
+
+}  // namespace gannet

@@ -1,0 +1,49 @@
+// Element types of checkpoints and caches, and scalar conversions between them.
+// bf16 and f16 are stored as uint16_t (g++ 12 has no std::bfloat16_t).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+namespace gannet {
+
+enum class DType : uint8_t { F32, F16, BF16, F8_E4M3, F8_E8M0, I8, I32, I64, U8 };
+
+// Bytes per element.
+size_t dtype_size(DType t);
+// Safetensors spelling: "F32", "BF16", "F8_E4M3", ...
+std::string_view dtype_name(DType t);
+std::optional<DType> parse_dtype(std::string_view name);
+
+inline float bits_to_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint32_t f32_to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+inline float bf16_to_f32(uint16_t h) { return bits_to_f32(uint32_t(h) << 16); }
+
+// Round to nearest even; NaN stays a (quiet) NaN.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u = f32_to_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);  // round to nearest even, overflow to inf
+
+// OCP FP8 E4M3 ("fn": no infinities, 0x7f/0xff are NaN, max 448).
+float fp8_e4m3_to_f32(uint8_t v);
+// OCP E8M0 scale: 2^(v-127); 0xff is NaN.
+float e8m0_to_f32(uint8_t v);
+
+}  // namespace gannet

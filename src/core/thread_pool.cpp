@@ -1,0 +1,91 @@
+#include "core/thread_pool.h"
+
+#include <memory>
+
+#include "core/error.h"
+
+namespace gannet {
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
+  if (n_threads < 1) fail("thread count must be >= 1, got ", n_threads);
+  for (int i = 1; i < n_threads; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    generation_.fetch_add(1);
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::run_range(int index) {
+  int64_t chunks = (n_ + grain_ - 1) / grain_;
+  int64_t per = (chunks + n_threads_ - 1) / n_threads_;
+  int64_t b = std::min(n_, index * per * grain_), e = std::min(n_, (index + 1) * per * grain_);
+  if (b < e) (*fn_)(b, e, index);
+}
+
+void ThreadPool::worker(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    // Spin briefly: decode issues many short loops back to back.
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; g == seen && spin < 20000; ++spin) {
+      __builtin_ia32_pause();
+      g = generation_.load(std::memory_order_acquire);
+    }
+    if (g == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return generation_.load() != seen; });
+      g = generation_.load();
+    }
+    seen = g;
+    if (stop_) return;
+    run_range(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
+                              int64_t grain) {
+  if (n <= 0) return;
+  if (n_threads_ == 1 || n <= grain) {
+    fn(0, n, 0);
+    return;
+  }
+  fn_ = &fn;
+  n_ = n;
+  grain_ = grain < 1 ? 1 : grain;
+  pending_.store(n_threads_ - 1, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  cv_.notify_all();
+  run_range(0);
+  while (pending_.load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
+}
+
+namespace {
+std::unique_ptr<ThreadPool> g_pool;
+int g_threads = 0;
+}  // namespace
+
+ThreadPool& default_pool() {
+  if (!g_pool) {
+    int n = g_threads > 0 ? g_threads : int(std::thread::hardware_concurrency());
+    g_pool = std::make_unique<ThreadPool>(n < 1 ? 1 : n);
+  }
+  return *g_pool;
+}
+
+void set_default_threads(int n) {
+  if (n < 1) fail("--threads must be >= 1, got ", n);
+  g_threads = n;
+  if (g_pool && g_pool->size() != n) g_pool.reset();
+}
+
+}  // namespace gannet
