@@ -1,0 +1,46 @@
+// A Hugging Face model directory's weights: model.safetensors, or shards listed by
+// model.safetensors.index.json. Tensors are memory-mapped, never copied.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace gannet::io {
+
+struct TensorRef {
+  const TensorInfo* info = nullptr;
+  const uint8_t* data = nullptr;
+  const std::string* file = nullptr;
+};
+
+class Checkpoint {
+ public:
+  // Opens and validates every file. on_file(done, total) reports progress.
+  explicit Checkpoint(const std::string& model_dir,
+                      const std::function<void(int, int)>& on_file = nullptr);
+
+  bool has(const std::string& name) const { return index_.count(name) > 0; }
+  // Throws gannet::Error naming the tensor and directory when it is missing.
+  TensorRef get(const std::string& name) const;
+  // get() plus a check of dtype-independent shape; error names file, tensor, both shapes.
+  TensorRef get(const std::string& name, const std::vector<int64_t>& expected_shape) const;
+
+  const std::string& dir() const { return dir_; }
+  std::vector<std::string> names() const;
+  uint64_t total_bytes() const;
+  std::map<std::string, uint64_t> bytes_by_dtype() const;
+  int64_t total_elements() const;
+
+ private:
+  std::string dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, TensorRef> index_;
+};
+
+}  // namespace gannet::io

@@ -1,0 +1,192 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace gannet::io {
+
+using nlohmann::json;
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+// Headers larger than this are rejected before parsing (the format's own limit is 100 MB).
+constexpr uint64_t kMaxHeader = 100ull << 20;
+
+}  // namespace
+
+std::vector<TensorInfo> parse_safetensors_header(const uint8_t* data, size_t size,
+                                                 uint64_t file_size, const std::string& file,
+                                                 uint64_t* data_start,
+                                                 std::map<std::string, std::string>* metadata) {
+  if (file_size < 8 || size < 8)
+    fail(file, ": truncated safetensors file (", file_size, " bytes, the 8-byte header length is missing)");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(data[i]) << (8 * i);
+  if (n > file_size - 8)
+    fail(file, ": header length ", n, " runs past the end of the file (", file_size, " bytes)");
+  if (n > kMaxHeader) fail(file, ": header length ", n, " exceeds the 100 MB limit");
+  if (n > size - 8) fail(file, ": header is truncated");
+  json h;
+  try {
+    h = json::parse(data + 8, data + 8 + n);
+  } catch (const json::exception& e) {
+    fail(file, ": header is not valid JSON: ", e.what());
+  }
+  if (!h.is_object()) fail(file, ": header is not a JSON object");
+  const uint64_t data_len = file_size - 8 - n;
+  std::vector<TensorInfo> out;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    const std::string& name = it.key();
+    const json& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) fail(file, ": __metadata__ is not an object");
+      if (metadata)
+        for (auto m = v.begin(); m != v.end(); ++m)
+          if (m.value().is_string()) (*metadata)[m.key()] = m.value().get<std::string>();
+      continue;
+    }
+    if (!v.is_object()) fail(file, ": tensor '", name, "': entry is not an object");
+    TensorInfo t;
+    t.name = name;
+    auto dt = v.find("dtype");
+    if (dt == v.end() || !dt->is_string()) fail(file, ": tensor '", name, "': missing dtype");
+    auto parsed = parse_dtype(dt->get<std::string>());
+    if (!parsed) fail(file, ": tensor '", name, "': unknown dtype '", dt->get<std::string>(), "'");
+    t.dtype = *parsed;
+    auto sh = v.find("shape");
+    if (sh == v.end() || !sh->is_array()) fail(file, ": tensor '", name, "': missing shape");
+    // numel * size must not overflow: bound it by the data length as we go.
+    unsigned __int128 bytes = dtype_size(t.dtype);
+    for (const json& d : *sh) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        fail(file, ": tensor '", name, "': shape entries must be non-negative integers");
+      t.shape.push_back(d.get<int64_t>());
+      bytes *= uint64_t(t.shape.back());
+      if (bytes > data_len && t.shape.back() != 0) bytes = uint64_t(data_len) + 1;
+    }
+    auto off = v.find("data_offsets");
+    if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
+        !(*off)[1].is_number_unsigned())
+      fail(file, ": tensor '", name, "': data_offsets must be [begin, end]");
+    t.begin = (*off)[0].get<uint64_t>();
+    t.end = (*off)[1].get<uint64_t>();
+    if (t.begin > t.end || t.end > data_len)
+      fail(file, ": tensor '", name, "': data_offsets [", t.begin, ", ", t.end,
+           "] out of range (data section is ", data_len, " bytes)");
+    if (bytes != t.end - t.begin)
+      fail(file, ": tensor '", name, "': shape x dtype is ", uint64_t(bytes), " bytes but data_offsets span ",
+           t.end - t.begin, " bytes");
+    out.push_back(std::move(t));
+  }
+  std::sort(out.begin(), out.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].begin < out[i - 1].end)
+      fail(file, ": tensors '", out[i - 1].name, "' and '", out[i].name, "' overlap");
+  if (data_start) *data_start = 8 + n;
+  return out;
+}
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    fail(path, ": cannot stat: ", std::strerror(e));
+  }
+  size_ = uint64_t(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      fail(path, ": cannot mmap: ", std::strerror(e));
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
+  tensors_ = parse_safetensors_header(map_.data(), map_.size(), map_.size(), path, &data_start_);
+}
+
+void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                            Fill fill) {
+  for (auto& e : entries_) GANNET_CHECK(e.name != name, "duplicate tensor ", name);
+  entries_.push_back({name, dtype, std::move(shape), std::move(fill)});
+}
+
+uint64_t SafetensorsWriter::total_bytes() const {
+  uint64_t total = 0;
+  for (auto& e : entries_) {
+    int64_t n = 1;
+    for (int64_t d : e.shape) n *= d;
+    total += uint64_t(n) * dtype_size(e.dtype);
+  }
+  return total;
+}
+
+void SafetensorsWriter::write(const std::string& path,
+                              const std::map<std::string, std::string>& metadata) const {
+  // nlohmann's ordered_json keeps declaration order so the file is reproducible.
+  nlohmann::ordered_json h;
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t off = 0;
+  for (auto& e : entries_) {
+    int64_t n = 1;
+    for (int64_t d : e.shape) n *= d;
+    uint64_t bytes = uint64_t(n) * dtype_size(e.dtype);
+    h[e.name] = {{"dtype", std::string(dtype_name(e.dtype))}, {"shape", e.shape}, {"data_offsets", {off, off + bytes}}};
+    off += bytes;
+  }
+  std::string header = h.dump();
+  while (header.size() % 8) header.push_back(' ');  // data section 8-byte aligned
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) fail(path, ": cannot open for writing");
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  out.write(reinterpret_cast<const char*>(len), 8);
+  out.write(header.data(), std::streamsize(header.size()));
+  std::vector<uint8_t> buf;
+  for (auto& e : entries_) {
+    int64_t n = 1;
+    for (int64_t d : e.shape) n *= d;
+    const size_t es = dtype_size(e.dtype);
+    const int64_t chunk = std::max<int64_t>(1, (int64_t(4) << 20) / int64_t(es));
+    for (int64_t o = 0; o < n; o += chunk) {
+      int64_t c = std::min(chunk, n - o);
+      buf.assign(size_t(c) * es, 0);
+      e.fill(buf.data(), o, c);
+      out.write(reinterpret_cast<const char*>(buf.data()), std::streamsize(buf.size()));
+    }
+  }
+  out.close();
+  if (!out) fail(path, ": write failed (disk full?)");
+}
+
+}  // namespace gannet::io

@@ -1,0 +1,218 @@
+#include "model/random_checkpoint.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/embedded_assets.h"
+#include "model/presets.h"
+
+namespace gannet::model {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Element i of a tensor: mean + std * (approximately standard normal), from a counter-
+// based hash of (seed, tensor name, i), so values never depend on write order. The
+// normal is an Irwin-Hall sum of four 16-bit uniforms: no libm, same bits everywhere.
+struct Init {
+  float mean, std;
+};
+
+float sample(uint64_t key, int64_t i, Init init) {
+  uint64_t r = splitmix64(key + uint64_t(i));
+  float s = 0;
+  for (int j = 0; j < 4; ++j) s += float((r >> (16 * j)) & 0xffff) * (1.0f / 65536.0f);
+  return init.mean + init.std * ((s - 2.0f) * 1.7320508f);
+}
+
+struct Spec {
+  std::string name;
+  std::vector<int64_t> shape;
+  Init init;
+};
+
+std::vector<Spec> tensor_specs(const Preset& p, const std::string& arch) {
+  const int64_t h = p.hidden_size, q = p.num_heads * p.head_dim, kv = p.num_kv_heads * p.head_dim;
+  const Init w{0.0f, 0.02f}, norm{1.0f, 0.1f}, bias{0.0f, 0.02f};
+  std::vector<Spec> s;
+  s.push_back({"model.embed_tokens.weight", {p.vocab_size, h}, w});
+  for (int64_t l = 0; l < p.num_layers; ++l) {
+    std::string pre = "model.layers." + std::to_string(l) + ".";
+    s.push_back({pre + "input_layernorm.weight", {h}, norm});
+    s.push_back({pre + "self_attn.q_proj.weight", {q, h}, w});
+    s.push_back({pre + "self_attn.k_proj.weight", {kv, h}, w});
+    s.push_back({pre + "self_attn.v_proj.weight", {kv, h}, w});
+    if (arch == "qwen2") {
+      s.push_back({pre + "self_attn.q_proj.bias", {q}, bias});
+      s.push_back({pre + "self_attn.k_proj.bias", {kv}, bias});
+      s.push_back({pre + "self_attn.v_proj.bias", {kv}, bias});
+    }
+    if (arch == "qwen3") {
+      s.push_back({pre + "self_attn.q_norm.weight", {p.head_dim}, norm});
+      s.push_back({pre + "self_attn.k_norm.weight", {p.head_dim}, norm});
+    }
+    s.push_back({pre + "self_attn.o_proj.weight", {h, q}, w});
+    s.push_back({pre + "post_attention_layernorm.weight", {h}, norm});
+    s.push_back({pre + "mlp.gate_proj.weight", {p.intermediate_size, h}, w});
+    s.push_back({pre + "mlp.up_proj.weight", {p.intermediate_size, h}, w});
+    s.push_back({pre + "mlp.down_proj.weight", {h, p.intermediate_size}, w});
+  }
+  s.push_back({"model.norm.weight", {h}, norm});
+  if (!p.tie_word_embeddings) s.push_back({"lm_head.weight", {p.vocab_size, h}, w});
+  return s;
+}
+
+ordered_json config_json(const Preset& p, const std::string& arch, DType dtype) {
+  ordered_json c;
+  c["architectures"] = {architecture_for(arch)};
+  c["model_type"] = arch;
+  c["hidden_size"] = p.hidden_size;
+  c["intermediate_size"] = p.intermediate_size;
+  c["num_hidden_layers"] = p.num_layers;
+  c["num_attention_heads"] = p.num_heads;
+  c["num_key_value_heads"] = p.num_kv_heads;
+  c["head_dim"] = p.head_dim;
+  c["hidden_act"] = "silu";
+  c["max_position_embeddings"] = p.max_position_embeddings;
+  c["vocab_size"] = p.vocab_size;
+  c["tie_word_embeddings"] = p.tie_word_embeddings;
+  c["initializer_range"] = 0.02;
+  c["bos_token_id"] = 0;
+  c["eos_token_id"] = 1;
+  c["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";
+  c["use_cache"] = true;
+  c["attention_dropout"] = 0.0;
+  if (arch == "llama") {
+    // Llama-3.2 style: theta 500000 with llama3 frequency scaling.
+    c["rms_norm_eps"] = 1e-5;
+    c["rope_theta"] = 500000.0;
+    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+    c["attention_bias"] = false;
+    c["mlp_bias"] = false;
+  } else if (arch == "qwen2") {
+    // YaRN-scaled rope, so the golden tests cover that path too.
+    c["rms_norm_eps"] = 1e-6;
+    c["rope_theta"] = 1000000.0;
+    c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0},
+                         {"original_max_position_embeddings", p.max_position_embeddings / 4}};
+    c["use_sliding_window"] = false;
+    c["max_window_layers"] = p.num_layers;
+  } else {
+    c["rms_norm_eps"] = 1e-6;
+    c["rope_theta"] = 1000000.0;
+    c["attention_bias"] = false;
+    c["use_sliding_window"] = false;
+    c["max_window_layers"] = p.num_layers;
+  }
+  return c;
+}
+
+void write_text(const fs::path& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), std::streamsize(text.size()));
+  if (!out) fail(path.string(), ": write failed");
+}
+
+std::string shard_name(int i, int n) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", i, n);
+  return buf;
+}
+
+}  // namespace
+
+void write_random_checkpoint(const RandomCheckpointOptions& opt, const std::string& out_dir,
+                             const std::function<void(uint64_t, uint64_t)>& progress) {
+  Preset p = find_preset(opt.preset);
+  architecture_for(opt.arch);  // validates
+  DType dtype = opt.dtype_override < 0 ? p.dtype : DType(opt.dtype_override);
+  if (dtype != DType::F32 && dtype != DType::BF16) fail("make-model writes f32 or bf16 weights only");
+  if (fs::exists(out_dir) && !(fs::is_directory(out_dir) && fs::is_empty(out_dir)))
+    fail(out_dir, ": already exists and is not an empty directory");
+  fs::create_directories(out_dir);
+
+  std::vector<Spec> specs = tensor_specs(p, opt.arch);
+  const uint64_t total = [&] {
+    uint64_t t = 0;
+    for (auto& s : specs) {
+      int64_t n = 1;
+      for (auto d : s.shape) n *= d;
+      t += uint64_t(n) * dtype_size(dtype);
+    }
+    return t;
+  }();
+  // Group tensors into shards of at most shard_bytes (a tensor never splits).
+  std::vector<std::vector<const Spec*>> shards(1);
+  uint64_t cur = 0;
+  for (auto& s : specs) {
+    int64_t n = 1;
+    for (auto d : s.shape) n *= d;
+    uint64_t b = uint64_t(n) * dtype_size(dtype);
+    if (opt.shard_bytes && cur > 0 && cur + b > opt.shard_bytes) {
+      shards.emplace_back();
+      cur = 0;
+    }
+    shards.back().push_back(&s);
+    cur += b;
+  }
+  uint64_t done = 0;
+  ordered_json weight_map;
+  for (size_t si = 0; si < shards.size(); ++si) {
+    io::SafetensorsWriter w;
+    for (const Spec* s : shards[si]) {
+      const uint64_t key = splitmix64(opt.seed ^ fnv1a(s->name));
+      const Init init = s->init;
+      w.add(s->name, dtype, s->shape, [=, &done, &progress](uint8_t* buf, int64_t off, int64_t n) {
+        if (dtype == DType::F32) {
+          float* f = reinterpret_cast<float*>(buf);
+          for (int64_t i = 0; i < n; ++i) f[i] = sample(key, off + i, init);
+        } else {
+          uint16_t* b = reinterpret_cast<uint16_t*>(buf);
+          for (int64_t i = 0; i < n; ++i) b[i] = f32_to_bf16(sample(key, off + i, init));
+        }
+        done += uint64_t(n) * dtype_size(dtype);
+        if (progress) progress(done, total);
+      });
+    }
+    std::string name = shards.size() == 1 ? "model.safetensors" : shard_name(int(si) + 1, int(shards.size()));
+    for (const Spec* s : shards[si]) weight_map[s->name] = name;
+    w.write((fs::path(out_dir) / name).string());
+  }
+  if (shards.size() > 1) {
+    ordered_json index;
+    index["metadata"] = {{"total_size", total}};
+    index["weight_map"] = weight_map;
+    write_text(fs::path(out_dir) / "model.safetensors.index.json", index.dump(2) + "\n");
+  }
+  write_text(fs::path(out_dir) / "config.json", config_json(p, opt.arch, dtype).dump(2) + "\n");
+  ordered_json gen;
+  gen["bos_token_id"] = 0;
+  gen["eos_token_id"] = 1;
+  write_text(fs::path(out_dir) / "generation_config.json", gen.dump(2) + "\n");
+  int n_files = 0;
+  const EmbeddedFile* files = deepseek_v3_tokenizer_files(&n_files);
+  for (int i = 0; i < n_files; ++i) write_text(fs::path(out_dir) / std::string(files[i].name), files[i].contents);
+}
+
+}  // namespace gannet::model

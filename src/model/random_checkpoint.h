@@ -1,0 +1,25 @@
+// Writes a random-weight checkpoint in exactly the Hugging Face layout (config.json,
+// generation_config.json, safetensors, tokenizer files). Byte-identical for equal inputs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace gannet::model {
+
+struct RandomCheckpointOptions {
+  std::string arch = "llama";     // llama | qwen2 | qwen3
+  std::string preset = "tiny";    // tiny | small | 1b
+  uint64_t seed = 0;
+  int dtype_override = -1;        // -1: the preset's dtype; else a DType (F32 or BF16)
+  uint64_t shard_bytes = 0;       // 0: one model.safetensors; else shards + index
+};
+
+// Creates `out_dir` (which must not exist or be empty). progress(bytes_done, total).
+void write_random_checkpoint(const RandomCheckpointOptions& opt, const std::string& out_dir,
+                             const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+
+}  // namespace gannet::model

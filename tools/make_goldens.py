@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Produce a golden reference file from Hugging Face transformers (float32, CPU).
+
+The golden holds, for a prompt run through a (tiny, random-weight) checkpoint:
+logits at every prompt position for a fixed subset of vocabulary columns, the
+full-vocabulary logsumexp and argmax per position, and a greedy continuation.
+gannet's C++ tests compare their own forward pass against the committed file;
+CI never runs torch.
+
+Usage (from the repository root, with the venv of tools/requirements-golden.txt):
+    .venv-golden/bin/python tools/make_goldens.py --model DIR --name NAME \
+        [--out tests/golden/NAME.json] [--prompt TEXT] [--steps 16]
+
+DIR must hold config.json, *.safetensors, tokenizer.json and tokenizer_config.json.
+The script refuses a checkpoint whose weights do not all load (missing,
+unexpected or shape-mismatched tensors), because transformers would silently
+randomly initialise what is missing and the golden would be meaningless.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+
+DEFAULT_PROMPT = "The quick brown fox jumps over the lazy dog. 1234 émigré 北京"
+DENSE_COLUMNS = 1024   # logits of ids 0..1023 are always stored
+COLUMN_STRIDE = 61     # then every 61st id from 1024 up to vocab_size-1
+SIZE_LIMIT = 1 << 20   # a golden should stay under 1 MB
+
+
+def f32_text(values):
+    """float32 values -> Python floats whose repr is the shortest decimal that
+    round-trips to the same float32 (what numpy's str() of a float32 gives)."""
+    import numpy as np
+
+    arr = np.asarray(values, dtype=np.float32)
+    out = [float(str(v)) for v in arr]
+    back = np.asarray(out, dtype=np.float64).astype(np.float32)
+    if not np.array_equal(back.view(np.uint32), arr.view(np.uint32)):
+        raise AssertionError("float32 decimal round-trip failed")
+    return out
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def dumps_golden(obj):
+    """Compact JSON with one top-level key per line and one logits row per line."""
+    c = dict(separators=(",", ":"), ensure_ascii=False)
+    lines = []
+    items = list(obj.items())
+    for i, (k, v) in enumerate(items):
+        end = "," if i + 1 < len(items) else ""
+        if k == "logits":
+            rows = [json.dumps(r, **c) for r in v]
+            body = "[\n" + ",\n".join("  " + r for r in rows) + "\n ]"
+        else:
+            body = json.dumps(v, **c)
+        lines.append(" " + json.dumps(k) + ":" + body + end)
+    return "{\n" + "\n".join(lines) + "\n}\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, help="checkpoint directory (config.json, safetensors, tokenizer)")
+    ap.add_argument("--name", required=True, help="golden name, also the default output file name")
+    ap.add_argument("--out", help="output path (default tests/golden/NAME.json)")
+    ap.add_argument("--prompt", default=DEFAULT_PROMPT)
+    ap.add_argument("--steps", type=int, default=16, help="greedy tokens to generate")
+    ap.add_argument("--bos-id", type=int, default=None,
+                    help="override the BOS id to prepend (-1: prepend none)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    args = ap.parse_args(argv)
+
+    import numpy as np
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.time()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)  # nothing random is used; for peace of mind only
+    out_path = args.out or os.path.join("tests", "golden", args.name + ".json")
+
+    kw = dict(attn_implementation="eager", output_loading_info=True)
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32, **kw)
+    except TypeError:  # transformers < 4.56 only knows torch_dtype
+        model, info = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32, **kw)
+    bad = {k: list(v) for k, v in info.items() if k in ("missing_keys", "unexpected_keys", "mismatched_keys") and v}
+    if bad:
+        sys.exit(f"error: checkpoint does not load cleanly: {bad}")
+    model.eval()
+    model.to("cpu")
+    cfg = model.config
+    if any(p.dtype != torch.float32 for p in model.parameters()):
+        sys.exit("error: model parameters are not all float32")
+
+    out_emb = model.get_output_embeddings()
+    in_emb = model.get_input_embeddings()
+    tied = out_emb is not None and out_emb.weight.data_ptr() == in_emb.weight.data_ptr()
+
+    tok = AutoTokenizer.from_pretrained(args.model)
+    text_ids = tok(args.prompt, add_special_tokens=False)["input_ids"]
+
+    gen_cfg = getattr(model, "generation_config", None)
+    if args.bos_id is not None:
+        bos, bos_source = (None if args.bos_id < 0 else args.bos_id), "--bos-id"
+    elif gen_cfg is not None and getattr(gen_cfg, "bos_token_id", None) is not None:
+        bos, bos_source = gen_cfg.bos_token_id, "generation_config.bos_token_id"
+    elif getattr(cfg, "bos_token_id", None) is not None:
+        bos, bos_source = cfg.bos_token_id, "config.bos_token_id"
+    else:
+        bos, bos_source = None, "none"
+    if isinstance(bos, (list, tuple)):
+        bos = bos[0]
+    if bos is not None and tok.bos_token_id is not None and bos != tok.bos_token_id:
+        print(f"warning: BOS id {bos} ({bos_source}) differs from the tokenizer's bos_token_id "
+              f"{tok.bos_token_id}; using {bos}", file=sys.stderr)
+    prompt_ids = ([bos] if bos is not None else []) + list(text_ids)
+    if not prompt_ids:
+        sys.exit("error: empty prompt")
+
+    vocab = int(cfg.vocab_size)
+    with torch.no_grad():
+        x = torch.tensor([prompt_ids], dtype=torch.long)
+        logits = model(input_ids=x, use_cache=False).logits[0].to(torch.float32)  # [T, V]
+        if logits.shape != (len(prompt_ids), vocab):
+            sys.exit(f"error: logits shape {tuple(logits.shape)}, expected ({len(prompt_ids)}, {vocab})")
+        if not torch.isfinite(logits).all():
+            sys.exit("error: non-finite logits")
+        lse = torch.logsumexp(logits.to(torch.float64), dim=-1)
+        argmax = logits.argmax(dim=-1)                      # first index among equal maxima
+        top2 = logits.topk(2, dim=-1).values
+        margins = (top2[:, 0] - top2[:, 1])
+
+        # Greedy continuation: a full forward pass (no KV cache) per step, argmax of
+        # the last position. EOS is not special: the loop always runs --steps steps.
+        ids = list(prompt_ids)
+        greedy, greedy_margins = [], []
+        for _ in range(args.steps):
+            last = model(input_ids=torch.tensor([ids], dtype=torch.long), use_cache=False).logits[0, -1]
+            last = last.to(torch.float32)
+            nxt = int(last.argmax())
+            t2 = last.topk(2).values
+            greedy.append(nxt)
+            greedy_margins.append(float(t2[0] - t2[1]))
+            ids.append(nxt)
+        if greedy and greedy[0] != int(argmax[-1]):
+            sys.exit("error: first greedy token differs from the last prompt position's argmax")
+
+    columns = set(range(min(DENSE_COLUMNS, vocab)))
+    columns.update(range(DENSE_COLUMNS, vocab, COLUMN_STRIDE))
+    columns.update(int(a) for a in argmax)
+    columns = sorted(columns)
+    sub = logits[:, torch.tensor(columns, dtype=torch.long)].numpy()
+
+    files = sorted(f for f in os.listdir(args.model) if f.endswith(".safetensors") or f == "config.json")
+    resolved = {}
+    for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_parameters", "rope_theta",
+                "max_position_embeddings", "attention_bias", "mlp_bias", "hidden_act", "tie_word_embeddings",
+                "bos_token_id", "eos_token_id", "use_sliding_window", "sliding_window"):
+        if hasattr(cfg, key):
+            v = getattr(cfg, key)
+            if v is None or isinstance(v, (int, float, str, bool, list, dict)):
+                resolved[key] = v
+
+    golden = {
+        "name": args.name,
+        "architecture": (cfg.architectures or [type(model).__name__])[0],
+        "generator": f"transformers {transformers.__version__} / torch {torch.__version__}, float32, CPU",
+        "prompt": args.prompt,
+        "prompt_ids": [int(i) for i in prompt_ids],
+        "bos_id": bos,
+        "bos_source": bos_source,
+        "vocab_size": vocab,
+        "lm_head_tied": bool(tied),
+        "resolved_config": resolved,
+        "checkpoint_sha256": {f: sha256_file(os.path.join(args.model, f)) for f in files},
+        "logits_format": "float32, shortest decimal that round-trips to the same float32",
+        "logit_columns": columns,
+        "logits": [f32_text(row) for row in sub],
+        "logsumexp": [float(v) for v in lse.tolist()],
+        "argmax": [int(a) for a in argmax],
+        "argmax_margins": f32_text(margins.numpy()),
+        "greedy_ids": greedy,
+        "greedy_margins": f32_text(np.asarray(greedy_margins, dtype=np.float32)),
+        "tolerance": {"abs": 1e-3, "rel": 1e-3},
+    }
+    for v in golden["logsumexp"]:
+        if not math.isfinite(v):
+            sys.exit("error: non-finite logsumexp")
+
+    text = dumps_golden(golden)
+    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+    with open(out_path, "w", encoding="utf-8") as f:
+        f.write(text)
+    size = len(text.encode("utf-8"))
+    print(f"wrote {out_path}: {len(prompt_ids)} prompt ids, {len(columns)} columns, {args.steps} greedy steps, "
+          f"{size} bytes, {time.time() - t0:.1f} s")
+    if size > SIZE_LIMIT:
+        print(f"warning: {out_path} is {size} bytes (> 1 MB); use a shorter prompt", file=sys.stderr)
+    small = min(golden["argmax_margins"] + golden["greedy_margins"]) if args.steps else min(golden["argmax_margins"])
+    if small < 1e-3:
+        print(f"warning: smallest top-1/top-2 logit margin is {small:g}; argmax/greedy ids may be "
+              "fragile against tolerance-level differences", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
