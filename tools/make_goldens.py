@@ -111,8 +111,24 @@ def main(argv=None):
     in_emb = model.get_input_embeddings()
     tied = out_emb is not None and out_emb.weight.data_ptr() == in_emb.weight.data_ptr()
 
+    # The reference tokenization is tokenizer.json run by the `tokenizers` library, which
+    # is what gannet implements. AutoTokenizer is only cross-checked: transformers 5 maps
+    # some model types to their own tokenizer class whatever tokenizer_config.json says
+    # (model_type "qwen2" -> Qwen2Tokenizer), which replaces tokenizer.json's pre-tokenizer.
     tok = AutoTokenizer.from_pretrained(args.model)
-    text_ids = tok(args.prompt, add_special_tokens=False)["input_ids"]
+    auto_ids = list(tok(args.prompt, add_special_tokens=False)["input_ids"])
+    tok_json = os.path.join(args.model, "tokenizer.json")
+    if os.path.exists(tok_json):
+        import tokenizers
+        text_ids = tokenizers.Tokenizer.from_file(tok_json).encode(args.prompt, add_special_tokens=False).ids
+        tokenizer_used = f"tokenizers {tokenizers.__version__} (tokenizer.json)"
+    else:
+        text_ids = auto_ids
+        tokenizer_used = f"AutoTokenizer ({type(tok).__name__})"
+    auto_agrees = list(text_ids) == auto_ids
+    if not auto_agrees:
+        print(f"warning: AutoTokenizer ({type(tok).__name__}) tokenizes the prompt differently from "
+              f"tokenizer.json; using tokenizer.json's ids", file=sys.stderr)
 
     gen_cfg = getattr(model, "generation_config", None)
     if args.bos_id is not None:
@@ -183,6 +199,8 @@ def main(argv=None):
         "generator": f"transformers {transformers.__version__} / torch {torch.__version__}, float32, CPU",
         "prompt": args.prompt,
         "prompt_ids": [int(i) for i in prompt_ids],
+        "tokenizer": tokenizer_used,
+        "autotokenizer_agrees": auto_agrees,
         "bos_id": bos,
         "bos_source": bos_source,
         "vocab_size": vocab,

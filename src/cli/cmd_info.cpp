@@ -1,6 +1,71 @@
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/cpu_features.h"
+#include "core/progress_bar.h"
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+#include "model/model.h"
 
 namespace gannet::cli {
-int cmd_info(const Args&) { throw Error("not implemented yet"); }
+
+namespace {
+const char* kUsage =
+    "usage: gannet info --model DIR [--json]\n"
+    "\n"
+    "Prints the architecture, parameter count, bytes by dtype, KV-cache bytes per token and\n"
+    "the CPU kernel path. The checkpoint is opened and validated, and the model is built, so\n"
+    "a missing or mis-shaped tensor is reported here.\n";
+}  // namespace
+
+int cmd_info(const Args& args) {
+  Flags f(args, {"model"}, {"json", "help"});
+  if (f.has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const std::string dir = f.require("model");
+  io::ModelConfig cfg = io::load_model_config(dir);
+  io::Checkpoint ckpt(dir);
+  auto model = model::create_model(cfg, ckpt);  // validates names and shapes
+  const int64_t kv_bytes = model->cache_spec().bytes_per_token();
+  const auto by_dtype = ckpt.bytes_by_dtype();
+  if (f.has("json")) {
+    nlohmann::ordered_json j;
+    j["model"] = dir;
+    j["architecture"] = cfg.architecture;
+    j["num_parameters"] = ckpt.total_elements();
+    j["num_parameters_from_config"] = cfg.num_parameters();
+    j["bytes_by_dtype"] = by_dtype;
+    j["total_bytes"] = ckpt.total_bytes();
+    j["hidden_size"] = cfg.hidden_size;
+    j["num_hidden_layers"] = cfg.num_hidden_layers;
+    j["num_attention_heads"] = cfg.num_attention_heads;
+    j["num_key_value_heads"] = cfg.num_key_value_heads;
+    j["head_dim"] = cfg.head_dim;
+    j["intermediate_size"] = cfg.intermediate_size;
+    j["vocab_size"] = cfg.vocab_size;
+    j["max_position_embeddings"] = cfg.max_position_embeddings;
+    j["kv_bytes_per_token"] = kv_bytes;
+    j["kernel_path"] = kernel_path_name();
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("model:              %s\n", dir.c_str());
+  std::printf("architecture:       %s\n", cfg.architecture.c_str());
+  std::printf("parameters:         %lld (%.3f B)\n", (long long)ckpt.total_elements(), double(ckpt.total_elements()) / 1e9);
+  std::printf("layers:             %lld, hidden %lld, heads %lld (kv %lld, dim %lld), ffn %lld, vocab %lld\n",
+              (long long)cfg.num_hidden_layers, (long long)cfg.hidden_size, (long long)cfg.num_attention_heads,
+              (long long)cfg.num_key_value_heads, (long long)cfg.head_dim, (long long)cfg.intermediate_size,
+              (long long)cfg.vocab_size);
+  std::printf("weights:            %s\n", format_bytes(ckpt.total_bytes()).c_str());
+  for (auto& [dt, b] : by_dtype) std::printf("  %-8s          %s\n", dt.c_str(), format_bytes(b).c_str());
+  std::printf("kv cache per token: %lld bytes (f32 K and V, all layers)\n", (long long)kv_bytes);
+  std::printf("context length:     %lld\n", (long long)cfg.max_position_embeddings);
+  std::printf("kernel path:        %s\n", kernel_path_name());
+  return 0;
+}
+
 }  // namespace gannet::cli

@@ -115,3 +115,23 @@ int64_t Checkpoint::total_elements() const {
 }
 
 }  // namespace gannet::io
+
+namespace gannet::io {
+
+void Checkpoint::prefault(const std::function<void(uint64_t, uint64_t)>& progress) const {
+  uint64_t total = 0, done = 0;
+  for (auto& f : files_) total += f->mapped_size();
+  volatile uint8_t sink = 0;
+  for (auto& f : files_) {
+    const uint8_t* p = f->mapped_data();
+    const uint64_t n = f->mapped_size();
+    for (uint64_t off = 0; off < n; off += 4096) {
+      sink = sink + p[off];
+      if ((off & ((64u << 20) - 1)) == 0 && progress) progress(done + off, total);
+    }
+    done += n;
+  }
+  if (progress) progress(total, total);
+}
+
+}  // namespace gannet::io

@@ -36,6 +36,9 @@ class Checkpoint {
   uint64_t total_bytes() const;
   std::map<std::string, uint64_t> bytes_by_dtype() const;
   int64_t total_elements() const;
+  // Touches every page of every file so the first forward pass does not wait on disk;
+  // progress(bytes_done, total) drives a progress bar.
+  void prefault(const std::function<void(uint64_t, uint64_t)>& progress = nullptr) const;
 
  private:
   std::string dir_;

@@ -72,14 +72,18 @@ std::vector<TensorInfo> parse_safetensors_header(const uint8_t* data, size_t siz
     t.dtype = *parsed;
     auto sh = v.find("shape");
     if (sh == v.end() || !sh->is_array()) fail(file, ": tensor '", name, "': missing shape");
-    // numel * size must not overflow: bound it by the data length as we go.
+    // numel * size must not overflow: saturate once it exceeds the data section.
     unsigned __int128 bytes = dtype_size(t.dtype);
+    bool too_big = false;
     for (const json& d : *sh) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
         fail(file, ": tensor '", name, "': shape entries must be non-negative integers");
       t.shape.push_back(d.get<int64_t>());
       bytes *= uint64_t(t.shape.back());
-      if (bytes > data_len && t.shape.back() != 0) bytes = uint64_t(data_len) + 1;
+      if (bytes > data_len) {
+        too_big = true;
+        bytes = uint64_t(data_len) + 1;
+      }
     }
     auto off = v.find("data_offsets");
     if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
@@ -90,6 +94,9 @@ std::vector<TensorInfo> parse_safetensors_header(const uint8_t* data, size_t siz
     if (t.begin > t.end || t.end > data_len)
       fail(file, ": tensor '", name, "': data_offsets [", t.begin, ", ", t.end,
            "] out of range (data section is ", data_len, " bytes)");
+    if (too_big && bytes != 0)
+      fail(file, ": tensor '", name, "': shape x dtype needs more bytes than the whole data section (",
+           data_len, " bytes)");
     if (bytes != t.end - t.begin)
       fail(file, ": tensor '", name, "': shape x dtype is ", uint64_t(bytes), " bytes but data_offsets span ",
            t.end - t.begin, " bytes");

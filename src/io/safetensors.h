@@ -61,6 +61,8 @@ class SafetensorsFile {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const uint8_t* tensor_data(const TensorInfo& t) const { return map_.data() + data_start_ + t.begin; }
   const std::string& path() const { return map_.path(); }
+  const uint8_t* mapped_data() const { return map_.data(); }
+  uint64_t mapped_size() const { return map_.size(); }
 
  private:
   MappedFile map_;

@@ -1,0 +1,156 @@
+#include "model/dense_decoder.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/rmsnorm.h"
+
+namespace gannet::model {
+
+namespace {
+
+kernels::RopeTable make_rope(const io::ModelConfig& c) {
+  kernels::RopeScalingParams s;
+  const io::RopeScaling& r = c.rope_scaling;
+  switch (r.kind) {
+    case io::RopeScaling::Kind::kNone: s.kind = kernels::RopeScalingKind::kNone; break;
+    case io::RopeScaling::Kind::kLinear: s.kind = kernels::RopeScalingKind::kLinear; break;
+    case io::RopeScaling::Kind::kLlama3: s.kind = kernels::RopeScalingKind::kLlama3; break;
+    case io::RopeScaling::Kind::kYarn: s.kind = kernels::RopeScalingKind::kYarn; break;
+  }
+  s.factor = r.factor;
+  s.low_freq_factor = r.low_freq_factor;
+  s.high_freq_factor = r.high_freq_factor;
+  s.original_max_position_embeddings = r.original_max_position_embeddings > 0
+                                           ? r.original_max_position_embeddings
+                                           : c.max_position_embeddings;
+  s.beta_fast = r.beta_fast;
+  s.beta_slow = r.beta_slow;
+  s.mscale = r.mscale;
+  s.mscale_all_dim = r.mscale_all_dim;
+  s.attention_factor = r.attention_factor;
+  return kernels::RopeTable(int(c.head_dim), c.rope_theta, c.max_position_embeddings, s);
+}
+
+}  // namespace
+
+DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
+    : cfg_(cfg), rope_(make_rope(cfg)) {
+  const int64_t h = cfg.hidden_size, hd = cfg.head_dim, q = cfg.num_attention_heads * hd,
+                kv = cfg.num_key_value_heads * hd, f = cfg.intermediate_size;
+  embed_ = Linear(ckpt, "model.embed_tokens.weight", cfg.vocab_size, h);
+  // Tied models usually omit lm_head.weight; if present it is used.
+  if (ckpt.has("lm_head.weight") || !cfg.tie_word_embeddings)
+    lm_head_ = Linear(ckpt, "lm_head.weight", cfg.vocab_size, h);
+  else
+    lm_head_ = embed_;
+  final_norm_ = load_vector_f32(ckpt, "model.norm.weight", h);
+  layers_.resize(size_t(cfg.num_hidden_layers));
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    Layer& L = layers_[size_t(l)];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string a = p + "self_attn.";
+    L.input_norm = load_vector_f32(ckpt, p + "input_layernorm.weight", h);
+    L.post_norm = load_vector_f32(ckpt, p + "post_attention_layernorm.weight", h);
+    const bool b = cfg.attention_bias;
+    L.q = Linear(ckpt, a + "q_proj.weight", q, h, b ? a + "q_proj.bias" : "");
+    L.k = Linear(ckpt, a + "k_proj.weight", kv, h, b ? a + "k_proj.bias" : "");
+    L.v = Linear(ckpt, a + "v_proj.weight", kv, h, b ? a + "v_proj.bias" : "");
+    // Llama's attention_bias also covers o_proj; Qwen2 has no o_proj bias.
+    const bool ob = b && cfg.architecture == "LlamaForCausalLM";
+    L.o = Linear(ckpt, a + "o_proj.weight", h, q, ob ? a + "o_proj.bias" : "");
+    if (cfg.qk_norm) {
+      L.q_norm = load_vector_f32(ckpt, a + "q_norm.weight", hd);
+      L.k_norm = load_vector_f32(ckpt, a + "k_norm.weight", hd);
+    }
+    L.gate = Linear(ckpt, p + "mlp.gate_proj.weight", f, h);
+    L.up = Linear(ckpt, p + "mlp.up_proj.weight", f, h);
+    L.down = Linear(ckpt, p + "mlp.down_proj.weight", h, f);
+  }
+}
+
+CacheSpec DenseDecoder::cache_spec() const {
+  CacheSpec s;
+  s.num_layers = cfg_.num_hidden_layers;
+  s.num_kv_heads = cfg_.num_key_value_heads;
+  s.head_dim = cfg_.head_dim;
+  s.kv_dtype = DType::F32;
+  return s;
+}
+
+uint64_t DenseDecoder::weight_bytes() const {
+  uint64_t b = lm_head_.bytes();  // the embedding is gathered row by row, not streamed
+  for (const Layer& L : layers_)
+    b += L.q.bytes() + L.k.bytes() + L.v.bytes() + L.o.bytes() + L.gate.bytes() + L.up.bytes() + L.down.bytes();
+  return b;
+}
+
+void DenseDecoder::reserve(int64_t max_tokens, int64_t max_logits) {
+  GANNET_CHECK(max_tokens > 0 && max_logits > 0);
+  max_tokens_ = max_tokens;
+  max_logits_ = max_logits;
+  const size_t n = size_t(max_tokens);
+  const int64_t hd = cfg_.head_dim;
+  x_.assign(n * size_t(cfg_.hidden_size), 0.0f);                     // [n, hidden]
+  xn_.assign(n * size_t(cfg_.hidden_size), 0.0f);                    // [n, hidden]
+  q_.assign(n * size_t(cfg_.num_attention_heads * hd), 0.0f);         // [n, heads, head_dim]
+  k_.assign(n * size_t(cfg_.num_key_value_heads * hd), 0.0f);         // [n, kv_heads, head_dim]
+  v_.assign(n * size_t(cfg_.num_key_value_heads * hd), 0.0f);         // [n, kv_heads, head_dim]
+  attn_.assign(n * size_t(cfg_.num_attention_heads * hd), 0.0f);      // [n, heads, head_dim]
+  gate_.assign(n * size_t(cfg_.intermediate_size), 0.0f);            // [n, ffn]
+  up_.assign(n * size_t(cfg_.intermediate_size), 0.0f);              // [n, ffn]
+  logit_in_.assign(size_t(max_logits) * size_t(cfg_.hidden_size), 0.0f);  // [n_logits, hidden]
+}
+
+void DenseDecoder::forward(const Batch& b, const CacheViews& cache, float* logits, ThreadPool* pool) {
+  const int64_t n = b.n_tokens, h = cfg_.hidden_size, hd = cfg_.head_dim;
+  const int nh = int(cfg_.num_attention_heads), nkv = int(cfg_.num_key_value_heads);
+  const float eps = float(cfg_.rms_norm_eps);
+  GANNET_CHECK(n > 0 && n <= max_tokens_, "batch of ", n, " tokens, reserved ", max_tokens_);
+  GANNET_CHECK(b.n_logits >= 0 && b.n_logits <= max_logits_);
+  GANNET_CHECK(int64_t(cache.layers.size()) == cfg_.num_hidden_layers);
+  for (int64_t i = 0; i < n; ++i) {
+    GANNET_CHECK(b.token_ids[i] >= 0 && b.token_ids[i] < cfg_.vocab_size, "token id ", b.token_ids[i]);
+    GANNET_CHECK(b.positions[i] >= 0 && b.positions[i] < rope_.max_positions(), "position ", b.positions[i]);
+    embed_.row_f32(b.token_ids[i], &x_[size_t(i * h)]);
+  }
+  const float scale = 1.0f / std::sqrt(float(hd));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    kernels::rmsnorm(x_.data(), L.input_norm.data(), xn_.data(), n, h, eps);
+    L.q.forward(xn_.data(), n, q_.data(), pool);
+    L.k.forward(xn_.data(), n, k_.data(), pool);
+    L.v.forward(xn_.data(), n, v_.data(), pool);
+    if (cfg_.qk_norm) {
+      kernels::rmsnorm(q_.data(), L.q_norm.data(), q_.data(), n * nh, hd, eps);
+      kernels::rmsnorm(k_.data(), L.k_norm.data(), k_.data(), n * nkv, hd, eps);
+    }
+    kernels::apply_rope(q_.data(), n, nh, int(hd), b.positions, rope_, false);
+    kernels::apply_rope(k_.data(), n, nkv, int(hd), b.positions, rope_, false);
+    kernels::kv_store(k_.data(), v_.data(), n, b.seqs, b.token_seq, b.positions, nkv, int(hd), cache.layers[l]);
+    kernels::attention(q_.data(), n, nh, nkv, int(hd), scale, b.token_seq, b.positions, b.seqs,
+                       kernels::as_const(cache.layers[l]), attn_.data(), pool);
+    L.o.forward(attn_.data(), n, xn_.data(), pool);
+    for (int64_t i = 0; i < n * h; ++i) x_[size_t(i)] += xn_[size_t(i)];
+    kernels::rmsnorm(x_.data(), L.post_norm.data(), xn_.data(), n, h, eps);
+    L.gate.forward(xn_.data(), n, gate_.data(), pool);
+    L.up.forward(xn_.data(), n, up_.data(), pool);
+    kernels::silu_mul(gate_.data(), up_.data(), gate_.data(), n * cfg_.intermediate_size);
+    L.down.forward(gate_.data(), n, xn_.data(), pool);
+    for (int64_t i = 0; i < n * h; ++i) x_[size_t(i)] += xn_[size_t(i)];
+  }
+  // Only the requested rows go through the final norm and the vocabulary projection.
+  for (int64_t r = 0; r < b.n_logits; ++r) {
+    const int32_t row = b.logit_rows[r];
+    GANNET_CHECK(row >= 0 && row < n);
+    kernels::rmsnorm(&x_[size_t(row * h)], final_norm_.data(), &logit_in_[size_t(r * h)], 1, h, eps);
+  }
+  if (b.n_logits > 0) lm_head_.forward(logit_in_.data(), b.n_logits, logits, pool);
+}
+
+std::unique_ptr<Model> make_dense_decoder(const io::ModelConfig& cfg, const io::Checkpoint& ckpt) {
+  return std::make_unique<DenseDecoder>(cfg, ckpt);
+}
+
+}  // namespace gannet::model

@@ -1,0 +1,66 @@
+// The model interface every architecture implements, and the registry that maps
+// config.json's architectures[0] to an implementation (DESIGN.md section 4).
+//
+// Models know batches, positions and cache views only — never requests (principle 3).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+#include "kernels/cpu/attention.h"
+#include "model/cache_spec.h"
+
+namespace gannet::model {
+
+// One forward step over a flattened batch of tokens from one or more sequences.
+struct Batch {
+  int64_t n_tokens = 0;
+  const int32_t* token_ids = nullptr;  // [n_tokens]
+  const int32_t* positions = nullptr;  // [n_tokens] absolute position in its sequence
+  const int32_t* token_seq = nullptr;  // [n_tokens] index into seqs
+  int32_t n_seqs = 0;
+  const kernels::AttentionSeq* seqs = nullptr;  // [n_seqs] block tables
+  // Rows of the batch whose logits are wanted (e.g. the last token of each sequence).
+  int64_t n_logits = 0;
+  const int32_t* logit_rows = nullptr;  // [n_logits]
+};
+
+// Per-layer views of the KV arenas owned by the cache layer.
+struct CacheViews {
+  std::vector<kernels::KvCacheLayerMut> layers;  // [num_layers]
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const io::ModelConfig& config() const = 0;
+  virtual CacheSpec cache_spec() const = 0;
+  // Scratch buffers are sized once for up to `max_tokens` rows per forward call and
+  // `max_logits` logit rows (principle 6: no allocation in forward).
+  virtual void reserve(int64_t max_tokens, int64_t max_logits) = 0;
+  // Writes this batch's K/V into the cache and fills logits [n_logits, vocab_size].
+  virtual void forward(const Batch& batch, const CacheViews& cache, float* logits, ThreadPool* pool) = 0;
+  // Weight bytes read by one forward pass (for bandwidth figures).
+  virtual uint64_t weight_bytes() const = 0;
+};
+
+using ModelFactory =
+    std::function<std::unique_ptr<Model>(const io::ModelConfig&, const io::Checkpoint&)>;
+
+// Registers a factory under an architecture name (LlamaForCausalLM, ...).
+void register_model(const std::string& architecture, ModelFactory factory);
+bool is_registered(const std::string& architecture);
+std::vector<std::string> registered_architectures();
+
+// Builds the model for cfg.architecture; throws gannet::Error naming the architecture and
+// listing the supported ones when it is unknown, or naming a tensor that is missing or
+// has the wrong shape.
+std::unique_ptr<Model> create_model(const io::ModelConfig& cfg, const io::Checkpoint& ckpt);
+
+}  // namespace gannet::model
