@@ -24,7 +24,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: build
-	bash scripts/bench.sh $(BUILD)
+	@echo "kernel micro-benchmarks: $(BUILD)/bench/gannet_microbench"
 
 # Coverage-guided fuzzing of the checkpoint parsers with clang's libFuzzer.
 fuzz: setup

@@ -2,14 +2,16 @@
 """Produce a golden reference file from Hugging Face transformers (float32, CPU).
 
 The golden holds, for a prompt run through a (tiny, random-weight) checkpoint:
-logits at every prompt position for a fixed subset of vocabulary columns, the
-full-vocabulary logsumexp and argmax per position, and a greedy continuation.
+logits at every prompt position (or at --logit-rows evenly spaced positions, for
+long prompts) for a fixed subset of vocabulary columns, the full-vocabulary
+logsumexp and argmax at every position, and a greedy continuation.
 gannet's C++ tests compare their own forward pass against the committed file;
 CI never runs torch.
 
 Usage (from the repository root, with the venv of tools/requirements-golden.txt):
     .venv-golden/bin/python tools/make_goldens.py --model DIR --name NAME \
-        [--out tests/golden/NAME.json] [--prompt TEXT] [--steps 16]
+        [--out tests/golden/NAME.json] [--prompt TEXT | --prompt-file F] [--steps 16]
+        [--logit-rows N] [--bos-id ID|-1] [--threads N] [--make-model ARCH:PRESET:SEED]
 
 DIR must hold config.json, *.safetensors, tokenizer.json and tokenizer_config.json.
 The script refuses a checkpoint whose weights do not all load (missing,
@@ -76,11 +78,27 @@ def main(argv=None):
     ap.add_argument("--name", required=True, help="golden name, also the default output file name")
     ap.add_argument("--out", help="output path (default tests/golden/NAME.json)")
     ap.add_argument("--prompt", default=DEFAULT_PROMPT)
+    ap.add_argument("--prompt-file", help="read the prompt from this UTF-8 file, as is (overrides --prompt)")
+    ap.add_argument("--logit-rows", type=int, default=0,
+                    help="store logits rows only at this many evenly spaced positions, first and last "
+                         "included (0: every position); keeps long-prompt goldens under 1 MB")
     ap.add_argument("--steps", type=int, default=16, help="greedy tokens to generate")
     ap.add_argument("--bos-id", type=int, default=None,
                     help="override the BOS id to prepend (-1: prepend none)")
+    ap.add_argument("--make-model", metavar="ARCH:PRESET:SEED",
+                    help="record how DIR was made (`gannet make-model --arch ARCH --preset PRESET --seed SEED`) "
+                         "as \"make_model\" in the golden, so the C++ test can rebuild the checkpoint")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
     args = ap.parse_args(argv)
+    make_model = None
+    if args.make_model:
+        parts = args.make_model.split(":")
+        if len(parts) != 3 or not parts[2].isdigit():
+            ap.error("--make-model wants ARCH:PRESET:SEED, e.g. qwen3:tiny:0")
+        make_model = {"arch": parts[0], "preset": parts[1], "seed": int(parts[2])}
+    if args.prompt_file:
+        with open(args.prompt_file, encoding="utf-8") as f:
+            args.prompt = f.read()
 
     import numpy as np
     import torch
@@ -180,9 +198,17 @@ def main(argv=None):
     columns.update(range(DENSE_COLUMNS, vocab, COLUMN_STRIDE))
     columns.update(int(a) for a in argmax)
     columns = sorted(columns)
-    sub = logits[:, torch.tensor(columns, dtype=torch.long)].numpy()
+    n_pos = len(prompt_ids)
+    if args.logit_rows <= 0 or args.logit_rows >= n_pos:
+        rows = list(range(n_pos))
+    elif args.logit_rows == 1:
+        rows = [n_pos - 1]
+    else:
+        rows = sorted({round(i * (n_pos - 1) / (args.logit_rows - 1)) for i in range(args.logit_rows)})
+    sub = logits[torch.tensor(rows, dtype=torch.long)][:, torch.tensor(columns, dtype=torch.long)].numpy()
 
-    files = sorted(f for f in os.listdir(args.model) if f.endswith(".safetensors") or f == "config.json")
+    files = sorted(f for f in os.listdir(args.model) if f.endswith(".safetensors")
+                   or f in ("config.json", "generation_config.json", "model.safetensors.index.json"))
     resolved = {}
     for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                 "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_parameters", "rope_theta",
@@ -196,6 +222,7 @@ def main(argv=None):
     golden = {
         "name": args.name,
         "architecture": (cfg.architectures or [type(model).__name__])[0],
+        **({"make_model": make_model} if make_model else {}),
         "generator": f"transformers {transformers.__version__} / torch {torch.__version__}, float32, CPU",
         "prompt": args.prompt,
         "prompt_ids": [int(i) for i in prompt_ids],
@@ -208,6 +235,7 @@ def main(argv=None):
         "resolved_config": resolved,
         "checkpoint_sha256": {f: sha256_file(os.path.join(args.model, f)) for f in files},
         "logits_format": "float32, shortest decimal that round-trips to the same float32",
+        "logit_positions": rows,
         "logit_columns": columns,
         "logits": [f32_text(row) for row in sub],
         "logsumexp": [float(v) for v in lse.tolist()],

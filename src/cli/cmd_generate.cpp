@@ -77,6 +77,7 @@ std::pair<std::string, SamplingParams> parse_prompt_line(const std::string& line
     } else fail("unknown field '", k, "'");
   }
   if (!have_prompt) fail("missing 'prompt'");
+  if (prompt.empty()) fail("the prompt is empty");
   p.validate();
   return {prompt, p};
 }
@@ -120,6 +121,7 @@ int cmd_generate(const Args& args) {
   };
   std::vector<Item> items;
   if (auto p = f.get("prompt")) {
+    if (p->empty()) throw UsageError("--prompt is empty");
     items.push_back({*p, defaults, std::nullopt});
   } else {
     std::ifstream in(*f.get("prompts"));

@@ -30,7 +30,7 @@ void to_f32(const io::TensorRef& t, int64_t n, float* dst) {
 
 std::vector<float> load_vector_f32(const io::Checkpoint& ckpt, const std::string& name, int64_t n) {
   io::TensorRef t = ckpt.get(name, {n});
-  std::vector<float> v(size_t(n));
+  std::vector<float> v(static_cast<size_t>(n));
   to_f32(t, n, v.data());
   return v;
 }

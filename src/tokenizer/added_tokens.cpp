@@ -7,15 +7,17 @@ namespace gannet::tokenizer {
 
 namespace {
 
-// Rust's char::is_alphanumeric (Alphabetic or Numeric), which decides single_word.
-bool is_alphanumeric(char32_t cp) {
-  if (cp < 0x80) return (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z');
+// Hugging Face decides single_word with the Rust regex crate's \w: Alphabetic, marks,
+// decimal digits, connector punctuation and the two joiners.
+bool is_word_character(char32_t cp) {
+  if (cp < 0x80)
+    return (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') || cp == '_';
   if (cp == kInvalidCodePoint) return false;
-  static const Regex kAlnum(R"(^[\p{Alphabetic}\p{N}]$)");
+  static const Regex kWord(R"(^[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}]$)");
   std::string s;
   append_utf8(s, cp);
   size_t b, e;
-  return kAlnum.search(s, 0, b, e);
+  return kWord.search(s, 0, b, e);
 }
 
 // The code point that ends text[0..pos).
@@ -82,9 +84,9 @@ void AddedTokenMatcher::find(std::string_view text, std::vector<AddedTokenMatch>
     pos = end;  // a rejected match still consumes its text, as Aho-Corasick's iterator does
     if (tok.single_word) {
       size_t before_start;
-      bool word_before = begin > 0 && is_alphanumeric(code_point_before(text, begin, before_start));
+      bool word_before = begin > 0 && is_word_character(code_point_before(text, begin, before_start));
       size_t i = end;
-      bool word_after = end < text.size() && is_alphanumeric(next_code_point(text, i));
+      bool word_after = end < text.size() && is_word_character(next_code_point(text, i));
       if (word_before || word_after) continue;
     }
     if (tok.lstrip) {

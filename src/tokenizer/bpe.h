@@ -35,6 +35,9 @@ class Bpe {
 
   std::optional<TokenId> token_to_id(std::string_view token) const;
 
+  // Number of vocabulary entries (Hugging Face's model vocab size; ids may have gaps).
+  size_t num_entries() const { return vocab_.size(); }
+
   // Vocabulary entries indexed by id ("" where the vocabulary has no entry).
   const std::vector<std::string>& tokens() const { return tokens_; }
 

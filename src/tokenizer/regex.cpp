@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include "core/error.h"
+#include "tokenizer/onig_syntax.h"
 #include "tokenizer/utf8.h"
 
 namespace gannet::tokenizer {
@@ -33,11 +34,15 @@ pcre2_match_data* thread_match_data() {
 Regex::Regex(const std::string& pattern, bool literal) : pattern_(pattern) {
   int err = 0;
   PCRE2_SIZE offset = 0;
-  uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF;
-  if (literal) options |= PCRE2_LITERAL;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   options, &err, &offset, nullptr);
-  if (!code) fail("bad regex '", pattern, "' at offset ", offset, ": ", pcre2_message(err));
+  // PCRE2_LITERAL refuses PCRE2_UCP, which only matters for escapes anyway.
+  uint32_t options = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+  const std::string translated = literal ? pattern : onig_to_pcre2(pattern);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()),
+                                   translated.size(), options, &err, &offset, nullptr);
+  if (!code) {
+    fail("bad regex '", pattern, "'", translated == pattern ? "" : " (as PCRE2 '" + translated + "')",
+         " at offset ", offset, ": ", pcre2_message(err));
+  }
   // A pattern the JIT cannot compile still runs, more slowly, in the interpreter.
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
   code_.reset(code, pcre2_code_free);

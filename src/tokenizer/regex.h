@@ -2,8 +2,8 @@
 // tokenizers, which use Oniguruma: each pre-tokenized piece is its own subject, and empty
 // matches are reported the way the Rust `onig` crate's find_iter reports them.
 //
-// Differences from Oniguruma that remain: PCRE2's \s also matches U+180E, and the two
-// engines may use different Unicode versions for \p{..}. Invalid UTF-8 in a subject is
+// Patterns are translated by onig_to_pcre2 (onig_syntax.h) where the engines' shorthand
+// classes differ; the two may still use different Unicode versions for \p{..}. Invalid UTF-8 in a subject is
 // allowed (PCRE2_MATCH_INVALID_UTF): ill-formed bytes never match anything, so they end up
 // in the gaps between matches and byte-level BPE still encodes them.
 #pragma once
@@ -27,7 +27,8 @@ struct Span {
 class Regex {
  public:
   // Throws gannet::Error naming the pattern, the offset and PCRE2's reason on a bad
-  // pattern. `literal` matches the pattern's text verbatim.
+  // pattern (Oniguruma syntax, see onig_syntax.h). `literal` matches the pattern's text
+  // verbatim.
   explicit Regex(const std::string& pattern, bool literal = false);
 
   // Leftmost match starting at or after `start`; false if none.

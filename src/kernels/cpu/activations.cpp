@@ -1,0 +1,35 @@
+// activations.h: the scalar reference and dispatch.
+#include "kernels/cpu/activations.h"
+
+#include "kernels/cpu/activations_impl.h"
+#include "kernels/cpu/exp.h"
+
+namespace gannet::kernels {
+
+namespace ref {
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = (g / (1.0f + exp_f32(-g))) * up[i];
+  }
+}
+void add(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+}  // namespace ref
+
+void silu_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n) {
+  auto fn = isa == Isa::kAvx512 ? avx512::silu_mul : isa == Isa::kAvx2 ? avx2::silu_mul : ref::silu_mul;
+  fn(gate, up, out, n);
+}
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  silu_mul_isa(active_isa(), gate, up, out, n);
+}
+
+void add_isa(Isa isa, const float* a, const float* b, float* y, int64_t n) {
+  auto fn = isa == Isa::kAvx512 ? avx512::add : isa == Isa::kAvx2 ? avx2::add : ref::add;
+  fn(a, b, y, n);
+}
+void add(const float* a, const float* b, float* y, int64_t n) { add_isa(active_isa(), a, b, y, n); }
+
+}  // namespace gannet::kernels

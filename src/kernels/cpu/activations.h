@@ -1,0 +1,20 @@
+// Elementwise activations: SwiGLU's silu(gate) * up, and vector add. Every element is
+// computed by the same fixed sequence of rounded operations on every ISA.
+#pragma once
+
+#include <cstdint>
+
+#include "core/cpu_features.h"
+
+namespace gannet::kernels {
+
+// out[i] = (g / (1 + exp_f32(-g))) * up[i], g = gate[i]. gate, up, out: [n]; out may
+// equal gate or up.
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+void silu_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n);
+
+// y[i] = a[i] + b[i]. a, b, y: [n]; y may equal a or b.
+void add(const float* a, const float* b, float* y, int64_t n);
+void add_isa(Isa isa, const float* a, const float* b, float* y, int64_t n);
+
+}  // namespace gannet::kernels

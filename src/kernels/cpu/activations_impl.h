@@ -1,0 +1,24 @@
+// Per-ISA bodies of activations.h.
+#pragma once
+
+#include <cstdint>
+
+namespace gannet::kernels {
+
+#define GANNET_ACTIVATIONS_DECL                                                 \
+  void silu_mul(const float* gate, const float* up, float* out, int64_t n);   \
+  void add(const float* a, const float* b, float* y, int64_t n);
+
+namespace ref {
+GANNET_ACTIVATIONS_DECL
+}
+namespace avx2 {
+GANNET_ACTIVATIONS_DECL
+}
+namespace avx512 {
+GANNET_ACTIVATIONS_DECL
+}
+
+#undef GANNET_ACTIVATIONS_DECL
+
+}  // namespace gannet::kernels

@@ -1,0 +1,85 @@
+// attention.h: the scalar reference, the split over (token, head) pairs, and kv_store.
+#include "kernels/cpu/attention.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/attention_impl.h"
+#include "kernels/cpu/canonical.h"
+#include "kernels/cpu/exp.h"
+
+namespace gannet::kernels {
+
+namespace ref {
+
+GANNET_ATTEND_ONE(attend_one) {
+  for (int64_t j = 0; j < n_ctx; ++j)
+    scores[j] = dot_f32_ref(q, kv.k + kv_offset(kv, block_table, j, kv_head, head_dim), head_dim) * scale;
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n_ctx; ++j) m = scores[j] > m ? scores[j] : m;
+  for (int64_t j = 0; j < n_ctx; ++j) scores[j] = exp_f32(scores[j] - m);
+  const float sum = sum_f32_ref(scores, n_ctx);
+  for (int d = 0; d < head_dim; ++d) out[d] = 0.0f;
+  for (int64_t j = 0; j < n_ctx; ++j) {
+    const float* v = kv.v + kv_offset(kv, block_table, j, kv_head, head_dim);
+    for (int d = 0; d < head_dim; ++d) out[d] = std::fma(scores[j], v[d], out[d]);
+  }
+  for (int d = 0; d < head_dim; ++d) out[d] = out[d] / sum;
+}
+
+}  // namespace ref
+
+void attention_isa(Isa isa, const float* q, int64_t n_tokens, int n_heads, int n_kv_heads,
+                   int head_dim, float scale, const int32_t* token_seq, const int32_t* token_pos,
+                   const AttentionSeq* seqs, const KvCacheLayer& kv, float* out, ThreadPool* pool) {
+  GANNET_CHECK(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "n_heads=", n_heads, " n_kv_heads=", n_kv_heads);
+  GANNET_CHECK(head_dim > 0 && kv.block_size > 0, "head_dim=", head_dim, " block_size=", kv.block_size);
+  auto one = isa == Isa::kAvx512 ? avx512::attend_one
+             : isa == Isa::kAvx2 ? avx2::attend_one
+                                 : ref::attend_one;
+  const int group = n_heads / n_kv_heads;
+  // Unit u = (head h, token t) with u = h * n_tokens + t: a thread's contiguous range then
+  // covers whole heads (balanced over prefill's growing contexts) and neighbouring heads
+  // share a kv head, so its K/V stay in cache.
+  auto run = [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scores;  // [n_ctx rounded up to 16], grows only
+    for (int64_t u = begin; u < end; ++u) {
+      const int h = int(u / n_tokens);
+      const int64_t t = u % n_tokens;
+      const int64_t n_ctx = int64_t(token_pos[t]) + 1;
+      GANNET_CHECK(n_ctx >= 1, "token ", t, " has position ", token_pos[t]);
+      if (int64_t(scores.size()) < n_ctx + 16) scores.resize(n_ctx + 16);
+      const int64_t row = (t * n_heads + h) * int64_t(head_dim);
+      one(q + row, head_dim, scale, n_ctx, seqs[token_seq[t]].block_table, kv, h / group,
+          scores.data(), out + row);
+    }
+  };
+  const int64_t units = n_tokens * n_heads;
+  if (!pool || pool->size() == 1) run(0, units);
+  else pool->parallel_for(units, [&](int64_t b, int64_t e, int) { run(b, e); });
+}
+
+void attention(const float* q, int64_t n_tokens, int n_heads, int n_kv_heads, int head_dim,
+               float scale, const int32_t* token_seq, const int32_t* token_pos,
+               const AttentionSeq* seqs, const KvCacheLayer& kv, float* out, ThreadPool* pool) {
+  attention_isa(active_isa(), q, n_tokens, n_heads, n_kv_heads, head_dim, scale, token_seq,
+                token_pos, seqs, kv, out, pool);
+}
+
+void kv_store(const float* k_rows, const float* v_rows, int64_t n_tokens, const AttentionSeq* seqs,
+              const int32_t* token_seq, const int32_t* token_pos, int n_kv_heads, int head_dim,
+              const KvCacheLayerMut& kv) {
+  const KvCacheLayer view = as_const(kv);
+  const int64_t row = int64_t(n_kv_heads) * head_dim;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    GANNET_CHECK(token_pos[t] >= 0, "token ", t, " has position ", token_pos[t]);
+    const int64_t off = kv_offset(view, seqs[token_seq[t]].block_table, token_pos[t], 0, head_dim);
+    std::memcpy(kv.k + off, k_rows + t * row, row * sizeof(float));
+    std::memcpy(kv.v + off, v_rows + t * row, row * sizeof(float));
+  }
+}
+
+}  // namespace gannet::kernels

@@ -1,0 +1,31 @@
+// Dense matmul against a Linear weight: y[m, n] = x[m, k] · w[n, k]ᵀ (Hugging Face layout,
+// w row-major [n, k]). Each y element is one canonical dot (canonical.h) of its x row and
+// w row, so a row's result does not depend on m, the other rows or the thread count.
+// m == 1 is the decode GEMV and streams w once; bias, if any, is added by the caller.
+#pragma once
+
+#include <cstdint>
+
+#include "core/cpu_features.h"
+
+namespace gannet {
+class ThreadPool;
+}
+
+namespace gannet::kernels {
+
+// x: [m, k] f32, w: [n, k] f32, y: [m, n] f32. pool may be nullptr (calling thread only).
+void matmul_f32(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
+                ThreadPool* pool);
+// As matmul_f32 with bf16 weights w: [n, k]; x is rounded to bf16 (nearest even) first.
+void matmul_bf16(const float* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, float* y,
+                 ThreadPool* pool);
+
+// The same on a chosen kernel path (tests and benchmarks); Isa::kScalar is the reference.
+// The dispatching versions above use active_isa().
+void matmul_f32_isa(Isa isa, const float* x, int64_t m, int64_t k, const float* w, int64_t n,
+                    float* y, ThreadPool* pool);
+void matmul_bf16_isa(Isa isa, const float* x, int64_t m, int64_t k, const uint16_t* w,
+                     int64_t n, float* y, ThreadPool* pool);
+
+}  // namespace gannet::kernels

@@ -1,0 +1,71 @@
+// AVX2 building blocks for the canonical orders of canonical.h and exp.h. The 16 lanes
+// of an accumulator live in two ymm registers: lo = lanes 0-7, hi = lanes 8-15.
+// Include only from *_avx2.cpp files, after `#pragma GCC optimize("fp-contract=off")`:
+// GCC otherwise fuses _mm256_mul_ps + _mm256_add_ps into an FMA and the bits change.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/exp.h"
+
+namespace gannet::kernels::avx2 {
+
+// Canonical tree over 16 lanes held as (lo, hi): l += l+8, l+4, l+2, l+1.
+inline float tree_reduce(__m256 lo, __m256 hi) {
+  __m256 a = _mm256_add_ps(lo, hi);
+  __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  __m128 d = _mm_add_ss(c, _mm_movehdup_ps(c));
+  return _mm_cvtss_f32(d);
+}
+
+// exp_f32 on 8 lanes, bit-identical to the scalar one.
+inline __m256 exp(__m256 x) {
+  using namespace exp_const;
+  __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kLo)), _mm256_set1_ps(kHi));
+  const __m256 magic = _mm256_set1_ps(kRoundMagic);
+  __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(xc, _mm256_set1_ps(kLog2e), magic), magic);
+  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), xc);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Lo), r);
+  __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(kP0), r, _mm256_set1_ps(kP1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
+  __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1);
+  __m256i n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  __m256 e = _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+  return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+// Lanes [0, n) all ones, n in [0, 8]: a mask for _mm256_maskload_ps / maskstore.
+inline __m256i mask8(int64_t n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n < 0 ? 0 : n > 8 ? 8 : n)), idx);
+}
+
+// Keeps the compiler from moving arithmetic on v across this point (used to fence the
+// MXCSR changes below, which GCC does not treat as ordering floating-point math).
+inline void pin(__m256& v) { asm volatile("" : "+x"(v)); }
+
+// vdpbf16ps reads denormal inputs as zero and flushes tiny results; plain FMAs do the
+// same with MXCSR.DAZ and MXCSR.FTZ set (tininess after rounding, signed zero), which
+// was checked against the hardware instruction. Restores MXCSR on destruction.
+class DenormalsAreZero {
+ public:
+  DenormalsAreZero() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
+  ~DenormalsAreZero() { _mm_setcsr(saved_); }
+  DenormalsAreZero(const DenormalsAreZero&) = delete;
+  DenormalsAreZero& operator=(const DenormalsAreZero&) = delete;
+
+ private:
+  unsigned saved_;
+};
+
+}  // namespace gannet::kernels::avx2

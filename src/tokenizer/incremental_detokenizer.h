@@ -1,0 +1,32 @@
+// Streams decoded text one token at a time. A token may end in the middle of a UTF-8
+// character, so the incomplete tail is held back until later tokens complete it; what is
+// emitted is always valid UTF-8, and all chunks together equal Tokenizer::decode of all
+// ids (ill-formed bytes become U+FFFD as soon as they can no longer become valid).
+#pragma once
+
+#include <string>
+
+#include "tokenizer/tokenizer.h"
+
+namespace gannet::tokenizer {
+
+class IncrementalDetokenizer {
+ public:
+  explicit IncrementalDetokenizer(Tokenizer tokenizer, bool skip_special_tokens = false)
+      : tokenizer_(std::move(tokenizer)), skip_special_tokens_(skip_special_tokens) {}
+
+  // The text completed by `id` (often empty mid-character). Throws gannet::Error for an id
+  // outside the vocabulary.
+  std::string push(TokenId id);
+
+  // What is still held back, with an incomplete trailing sequence as U+FFFD; the
+  // detokenizer is empty afterwards.
+  std::string flush();
+
+ private:
+  Tokenizer tokenizer_;  // a shared handle: cheap to hold
+  bool skip_special_tokens_;
+  std::string pending_;  // bytes of an incomplete UTF-8 sequence, at most 3
+};
+
+}  // namespace gannet::tokenizer

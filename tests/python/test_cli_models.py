@@ -1,0 +1,130 @@
+"""make-model, info and generate through the real binary."""
+import filecmp
+import json
+
+import pytest
+
+
+def test_make_model_is_byte_identical_for_a_seed(gannet, tmp_path):
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for d, seed in ((a, "5"), (b, "5"), (c, "6")):
+        gannet(["make-model", "--arch", "qwen3", "--preset", "tiny", "--seed", seed, "--out", str(d)])
+    names = sorted(p.name for p in a.iterdir())
+    assert names == ["LICENSE-tokenizer", "config.json", "generation_config.json", "model.safetensors",
+                     "tokenizer.json", "tokenizer_config.json"]
+    for n in names:
+        assert filecmp.cmp(a / n, b / n, shallow=False), n
+    assert not filecmp.cmp(a / "model.safetensors", c / "model.safetensors", shallow=False)
+    cfg = json.loads((a / "config.json").read_text())
+    assert cfg["architectures"] == ["Qwen3ForCausalLM"]
+    assert cfg["hidden_size"] == 64 and cfg["num_hidden_layers"] == 2
+
+
+def test_make_model_rejects_bad_flags(gannet, tmp_path):
+    p = gannet(["make-model", "--arch", "gpt9", "--out", str(tmp_path / "x")], check=False)
+    assert p.returncode == 2 and "unknown architecture 'gpt9'" in p.stderr
+    p = gannet(["make-model", "--arch", "llama", "--preset", "huge", "--out", str(tmp_path / "x")], check=False)
+    assert p.returncode == 2 and "unknown preset 'huge'" in p.stderr
+    p = gannet(["make-model", "--arch", "llama", "--bogus"], check=False)
+    assert p.returncode == 2 and "unknown flag --bogus" in p.stderr
+
+
+def test_sharded_checkpoint_gives_the_same_output(gannet, tmp_path, tiny_models):
+    d = tmp_path / "sharded"
+    gannet(["make-model", "--arch", "llama", "--preset", "tiny", "--seed", "1", "--shard-size", "8000000",
+            "--out", str(d)])
+    assert (d / "model.safetensors.index.json").exists()
+    assert len(list(d.glob("model-*-of-*.safetensors"))) > 1
+    args = ["generate", "--prompt", "Hello there", "--max-tokens", "8", "--temperature", "0", "--json"]
+    one = json.loads(gannet([*args, "--model", str(tiny_models["llama"])]).stdout)
+    many = json.loads(gannet([*args, "--model", str(d)]).stdout)
+    assert one["token_ids"] == many["token_ids"]
+
+
+def test_info_json(gannet, tiny_models):
+    j = json.loads(gannet(["info", "--model", str(tiny_models["qwen2"]), "--json"]).stdout)
+    assert j["architecture"] == "Qwen2ForCausalLM"
+    # embeddings (tied) + 2 layers of q,k,v,o, biases, MLP, norms + final norm
+    h, f, q, kv, v = 64, 128, 64, 32, 129280
+    layer = h * q + 2 * h * kv + q * h + 3 * h * f + 2 * h + q + 2 * kv
+    assert j["num_parameters"] == v * h + 2 * layer + h
+    assert j["kv_bytes_per_token"] == 2 * 2 * kv * 4
+    assert j["kernel_path"].split()[0] in ("scalar", "avx2", "avx512")
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
+def test_generate_json_greedy_is_deterministic(gannet, tiny_models, arch):
+    args = ["generate", "--model", str(tiny_models[arch]), "--prompt", "The quick brown fox", "--max-tokens", "12",
+            "--temperature", "0", "--json"]
+    a = json.loads(gannet(args).stdout)
+    b = json.loads(gannet([*args, "--threads", "1"]).stdout)
+    assert a["token_ids"] == b["token_ids"]
+    assert a["prompt"] == "The quick brown fox"
+    assert a["finish_reason"] in ("stop", "length")
+    assert len(a["token_ids"]) == 12 or a["finish_reason"] == "stop"
+
+
+def test_generate_seeded_sampling_reproduces(gannet, tiny_models):
+    args = ["generate", "--model", str(tiny_models["llama"]), "--prompt", "Once upon a time", "--max-tokens", "16",
+            "--temperature", "1.0", "--top-p", "0.9", "--top-k", "50", "--json"]
+    a = json.loads(gannet([*args, "--seed", "3"]).stdout)
+    b = json.loads(gannet([*args, "--seed", "3"]).stdout)
+    c = json.loads(gannet([*args, "--seed", "4"]).stdout)
+    assert a["token_ids"] == b["token_ids"] and a["seed"] == 3
+    assert a["token_ids"] != c["token_ids"]
+
+
+def test_generate_prompts_file_with_bad_lines(gannet, tiny_models, tmp_path):
+    f = tmp_path / "p.jsonl"
+    f.write_text("\n".join([
+        json.dumps({"prompt": "first", "max_tokens": 3, "temperature": 0}),
+        "{not json",
+        json.dumps({"prompt": "x", "max_tokens": 0}),
+        json.dumps({"prompt": "y", "temperature": -1}),
+        json.dumps({"prompt": "z", "colour": "red"}),
+        json.dumps({"prompt": "", "max_tokens": 2}),
+        json.dumps({"prompt": "last", "max_tokens": 2, "temperature": 0}),
+    ]) + "\n")
+    p = gannet(["generate", "--model", str(tiny_models["llama"]), "--prompts", str(f), "--json"], check=False)
+    lines = [json.loads(l) for l in p.stdout.splitlines()]
+    assert len(lines) == 7
+    assert lines[0]["prompt"] == "first" and len(lines[0]["token_ids"]) == 3
+    assert "bad JSON" in lines[1]["error"]
+    assert "max_tokens" in lines[2]["error"]
+    assert "temperature" in lines[3]["error"]
+    assert "unknown field 'colour'" in lines[4]["error"]
+    assert "prompt is empty" in lines[5]["error"]
+    assert lines[6]["prompt"] == "last" and len(lines[6]["token_ids"]) == 2
+    assert p.returncode == 1
+
+
+def test_generate_usage_errors(gannet, tiny_models):
+    m = str(tiny_models["llama"])
+    for args, msg in [
+        (["--prompt", "x"], "--model is required"),
+        (["--model", m], "exactly one of --prompt and --prompts"),
+        (["--model", m, "--prompt", "x", "--temperature", "hot"], "--temperature expects a number"),
+        (["--model", m, "--prompt", "x", "--top-p", "0"], "top_p must be in (0, 1]"),
+        (["--model", m, "--prompt", "x", "--max-tokens", "0"], "max_tokens must be >= 1"),
+        (["--model", m, "--prompt", "x", "--max-tokens", "99999999"], "exceeds the model's context"),
+    ]:
+        p = gannet(["generate", *args], check=False)
+        assert p.returncode != 0, args
+        assert msg in p.stderr, (args, p.stderr)
+
+
+def test_bad_checkpoint_is_reported(gannet, tiny_models, tmp_path):
+    import shutil
+    d = tmp_path / "broken"
+    shutil.copytree(tiny_models["llama"], d)
+    st = d / "model.safetensors"
+    with open(st, "r+b") as fh:
+        fh.truncate(st.stat().st_size - 1000)
+    p = gannet(["info", "--model", str(d)], check=False)
+    assert p.returncode == 1 and "model.safetensors" in p.stderr and "out of range" in p.stderr
+    cfg = json.loads((tiny_models["llama"] / "config.json").read_text())
+    cfg["hidden_size"] = 96
+    shutil.copy(tiny_models["llama"] / "model.safetensors", st)
+    (d / "config.json").write_text(json.dumps(cfg))
+    p = gannet(["info", "--model", str(d)], check=False)
+    assert p.returncode == 1 and "model.embed_tokens.weight" in p.stderr and "config.json implies" in p.stderr

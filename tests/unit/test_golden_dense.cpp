@@ -1,0 +1,88 @@
+// Golden test: tiny random-weight checkpoints of each dense architecture, written by
+// make-model, give the logits at every prompt position and the greedy continuation that
+// Hugging Face transformers computed in float32 on CPU (tests/golden/*.json, made by
+// tools/make_goldens.py). Tolerance: |ours - ref| <= 2e-4 + 2e-4 * |ref| per logit —
+// both sides compute in f32, differing only in summation order.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/thread_pool.h"
+#include "engine/generator.h"
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+#include "model/model.h"
+#include "model/random_checkpoint.h"
+
+namespace fs = std::filesystem;
+using namespace gannet;
+
+namespace {
+
+fs::path source_dir() {
+  if (const char* s = std::getenv("GANNET_SOURCE_DIR")) return s;
+  return fs::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+void check_golden(const std::string& name) {
+  const fs::path golden_path = source_dir() / "tests" / "golden" / (name + ".json");
+  ASSERT_TRUE(fs::exists(golden_path)) << golden_path;
+  nlohmann::json g = nlohmann::json::parse(io::read_file(golden_path.string()));
+
+  model::RandomCheckpointOptions opt;
+  opt.arch = g["make_model"]["arch"];
+  opt.preset = g["make_model"]["preset"];
+  opt.seed = g["make_model"]["seed"];
+  const fs::path dir = fs::temp_directory_path() / ("gannet_golden_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  model::write_random_checkpoint(opt, dir.string());
+
+  io::ModelConfig cfg = io::load_model_config(dir.string());
+  ASSERT_EQ(cfg.architecture, g["architecture"].get<std::string>());
+  io::Checkpoint ckpt(dir.string());
+  auto m = model::create_model(cfg, ckpt);
+  ThreadPool pool(2);
+  engine::Generator gen(*m, &pool, /*max_chunk=*/5);  // chunked prefill on purpose
+
+  const std::vector<int32_t> prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> cols = g["logit_columns"].get<std::vector<int32_t>>();
+  const int64_t v = cfg.vocab_size;
+  std::vector<float> logits = gen.prompt_logits(prompt);
+  double worst = 0;
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    const float* row = logits.data() + p * size_t(v);
+    const auto& ref = g["logits"][p];
+    for (size_t c = 0; c < cols.size(); ++c) {
+      const double r = ref[c].get<double>(), o = row[cols[c]];
+      const double err = std::abs(o - r);
+      worst = std::max(worst, err);
+      ASSERT_LE(err, 2e-4 + 2e-4 * std::abs(r)) << "position " << p << " token " << cols[c];
+    }
+    double mx = -INFINITY, s = 0;
+    for (int64_t i = 0; i < v; ++i) mx = std::max(mx, double(row[i]));
+    for (int64_t i = 0; i < v; ++i) s += std::exp(double(row[i]) - mx);
+    const double lse = mx + std::log(s), ref_lse = g["logsumexp"][p].get<double>();
+    EXPECT_LE(std::abs(lse - ref_lse), 2e-4 + 2e-4 * std::abs(ref_lse)) << "position " << p;
+    int32_t am = 0;
+    for (int64_t i = 1; i < v; ++i)
+      if (row[i] > row[am]) am = int32_t(i);
+    EXPECT_EQ(am, g["argmax"][p].get<int32_t>()) << "position " << p;
+  }
+  SamplingParams sp;
+  sp.temperature = 0;
+  sp.ignore_eos = true;
+  sp.max_tokens = int64_t(g["greedy_ids"].size());
+  engine::GenerationResult r = gen.generate(prompt, sp);
+  EXPECT_EQ(r.token_ids, g["greedy_ids"].get<std::vector<int32_t>>());
+  std::printf("%s: max |logit error| %.3g over %zu positions x %zu columns\n", name.c_str(), worst, prompt.size(),
+              cols.size());
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+TEST(GoldenDense, LlamaTiny) { check_golden("llama-tiny"); }
+TEST(GoldenDense, Qwen2Tiny) { check_golden("qwen2-tiny"); }
+TEST(GoldenDense, Qwen3Tiny) { check_golden("qwen3-tiny"); }

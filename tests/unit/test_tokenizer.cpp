@@ -1,0 +1,199 @@
+// The DeepSeek V3 tokenizer against ids produced by Hugging Face tokenizers
+// (tests/data/deepseek-v3-reference-encodings.jsonl), plus decoding, streaming
+// detokenization, added tokens, special ids and concurrent use.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "tokenizer/incremental_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace gannet::tokenizer {
+namespace {
+
+std::string source_dir() {
+  if (const char* dir = std::getenv("GANNET_SOURCE_DIR")) return dir;
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
+}
+
+struct Reference {
+  std::string text;
+  std::vector<TokenId> ids;
+  bool decoded_equals_text;
+};
+
+const std::vector<Reference>& references() {
+  static const std::vector<Reference> refs = [] {
+    std::vector<Reference> out;
+    std::ifstream in(source_dir() + "/tests/data/deepseek-v3-reference-encodings.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      auto j = nlohmann::json::parse(line);
+      out.push_back({j["text"], j["ids"].get<std::vector<TokenId>>(), j["decoded_equals_text"]});
+    }
+    return out;
+  }();
+  return refs;
+}
+
+const Tokenizer& deepseek() {
+  static const Tokenizer tok = Tokenizer::from_dir(source_dir() + "/assets/tokenizers/deepseek-v3");
+  return tok;
+}
+
+TEST(TokenizerDeepSeek, ReferenceFileIsThere) { ASSERT_GE(references().size(), 50u); }
+
+TEST(TokenizerDeepSeek, EncodesEveryReferenceLineExactly) {
+  for (size_t i = 0; i < references().size(); ++i) {
+    const Reference& r = references()[i];
+    EXPECT_EQ(deepseek().encode(r.text), r.ids) << "line " << i + 1 << ": " << r.text.substr(0, 80);
+  }
+}
+
+TEST(TokenizerDeepSeek, DecodesReferenceIdsBackToText) {
+  for (size_t i = 0; i < references().size(); ++i) {
+    const Reference& r = references()[i];
+    if (r.decoded_equals_text) {
+      EXPECT_EQ(deepseek().decode(r.ids), r.text) << "line " << i + 1;
+    }
+  }
+}
+
+TEST(TokenizerDeepSeek, IncrementalDetokenizerMatchesDecodeOneIdAtATime) {
+  for (size_t i = 0; i < references().size(); ++i) {
+    const Reference& r = references()[i];
+    IncrementalDetokenizer detok(deepseek());
+    std::string streamed;
+    for (TokenId id : r.ids) {
+      std::string chunk = detok.push(id);
+      EXPECT_TRUE(is_valid_utf8(chunk)) << "line " << i + 1;
+      streamed += chunk;
+    }
+    std::string tail = detok.flush();
+    EXPECT_TRUE(is_valid_utf8(tail));
+    streamed += tail;
+    EXPECT_EQ(streamed, deepseek().decode(r.ids)) << "line " << i + 1;
+  }
+}
+
+TEST(TokenizerDeepSeek, IncrementalDetokenizerHoldsBackSplitCharacters) {
+  // "😀" is four bytes spread over several byte tokens.
+  std::vector<TokenId> ids = deepseek().encode("😀");
+  ASSERT_GT(ids.size(), 1u);
+  IncrementalDetokenizer detok(deepseek());
+  std::string out;
+  for (size_t k = 0; k + 1 < ids.size(); ++k) out += detok.push(ids[k]);
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(detok.push(ids.back()), "😀");
+  EXPECT_EQ(detok.flush(), "");
+
+  // An unfinished character at the end is flushed as U+FFFD.
+  IncrementalDetokenizer cut(deepseek());
+  EXPECT_EQ(cut.push(ids[0]), "");
+  EXPECT_EQ(cut.flush(), "\xEF\xBF\xBD");
+  EXPECT_EQ(cut.flush(), "");
+}
+
+TEST(TokenizerDeepSeek, AddedTokensInsideTextAreSingleIds) {
+  const Tokenizer& t = deepseek();
+  auto bos = t.token_to_id("<｜begin▁of▁sentence｜>");
+  ASSERT_TRUE(bos.has_value());
+  EXPECT_EQ(*bos, 0);
+  std::vector<TokenId> ids = t.encode("a<｜begin▁of▁sentence｜>b<｜User｜>");
+  ASSERT_EQ(ids.size(), 4u);
+  EXPECT_EQ(ids[1], 0);
+  EXPECT_EQ(ids[3], 128803);
+  // A broken marker is ordinary text.
+  std::vector<TokenId> broken = t.encode("<｜begin▁of▁sentence");
+  EXPECT_EQ(std::count(broken.begin(), broken.end(), 0), 0);
+}
+
+TEST(TokenizerDeepSeek, SpecialIdsAndAddBos) {
+  const Tokenizer& t = deepseek();
+  EXPECT_EQ(t.bos_id(), std::optional<TokenId>(0));
+  ASSERT_FALSE(t.eos_ids().empty());
+  EXPECT_EQ(t.eos_ids()[0], 1);
+  EXPECT_TRUE(t.add_bos());
+  EXPECT_EQ(t.vocab_size(), 128815u);
+  std::vector<TokenId> plain = t.encode("Hello, world!");
+  std::vector<TokenId> with_bos = t.encode("Hello, world!", /*add_special_tokens=*/true);
+  ASSERT_EQ(with_bos.size(), plain.size() + 1);
+  EXPECT_EQ(with_bos[0], 0);
+  EXPECT_TRUE(std::equal(plain.begin(), plain.end(), with_bos.begin() + 1));
+}
+
+TEST(TokenizerDeepSeek, DecodeSkipsSpecialTokensOnRequest) {
+  const Tokenizer& t = deepseek();
+  std::vector<TokenId> ids = t.encode("<｜begin▁of▁sentence｜>text<｜end▁of▁sentence｜>");
+  EXPECT_EQ(t.decode(ids, /*skip_special_tokens=*/true), "text");
+  EXPECT_TRUE(t.is_special(0));
+  EXPECT_FALSE(t.is_special(ids[1]));
+}
+
+TEST(TokenizerDeepSeek, TokenLookups) {
+  const Tokenizer& t = deepseek();
+  EXPECT_EQ(t.id_to_token(19923), "Hello");
+  EXPECT_EQ(t.id_to_token(223), " ");                   // "Ġ" decodes to a space
+  EXPECT_EQ(t.token_to_id("Ġ"), std::optional<TokenId>(223));
+  EXPECT_EQ(t.id_to_token(0), "<｜begin▁of▁sentence｜>");
+  EXPECT_FALSE(t.token_to_id("no such token here").has_value());
+  EXPECT_THROW(t.id_to_token(-1), Error);
+  EXPECT_THROW(t.id_to_token(TokenId(t.vocab_size())), Error);
+  std::vector<TokenId> bad{19923, 999999};
+  EXPECT_THROW(t.decode(bad), Error);
+}
+
+TEST(TokenizerDeepSeek, InvalidUtf8IsEncodedByteForByte) {
+  const Tokenizer& t = deepseek();
+  const std::string text = "ok \xFF\xFE caf\xC3 \xE4\xB8 end\xF0";
+  std::vector<TokenId> ids = t.encode(text);
+  std::string bytes;
+  for (TokenId id : ids) bytes += t.id_to_token(id);
+  EXPECT_EQ(bytes, text);  // nothing lost
+  EXPECT_EQ(t.decode(ids), utf8_lossy(text));
+  EXPECT_EQ(t.decode(ids), "ok \xEF\xBF\xBD\xEF\xBF\xBD caf\xEF\xBF\xBD \xEF\xBF\xBD end\xEF\xBF\xBD");
+}
+
+TEST(TokenizerDeepSeek, EmptyTextHasNoIds) {
+  EXPECT_TRUE(deepseek().encode("").empty());
+  EXPECT_EQ(deepseek().encode("", true), std::vector<TokenId>{0});
+  EXPECT_EQ(deepseek().decode(std::vector<TokenId>{}), "");
+}
+
+TEST(TokenizerDeepSeek, ConcurrentEncodeAgreesWithReference) {
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([w, &mismatches] {
+      for (int rep = 0; rep < 3; ++rep)
+        for (size_t i = w; i < references().size() + w; ++i) {
+          const Reference& r = references()[i % references().size()];
+          if (deepseek().encode(r.text) != r.ids) ++mismatches[w];
+        }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int m : mismatches) EXPECT_EQ(m, 0);
+}
+
+TEST(TokenizerDeepSeek, LongRepetitiveInputRoundTrips) {
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "lorem ipsum 123 ∑ 😀\n  ";
+  text += std::string(20000, 'a') + std::string(5000, ' ') + "end";
+  std::vector<TokenId> ids = deepseek().encode(text);
+  EXPECT_EQ(deepseek().decode(ids), text);
+}
+
+}  // namespace
+}  // namespace gannet::tokenizer
