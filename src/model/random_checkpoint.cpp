@@ -53,7 +53,11 @@ struct Spec {
 
 std::vector<Spec> tensor_specs(const Preset& p, const std::string& arch) {
   const int64_t h = p.hidden_size, q = p.num_heads * p.head_dim, kv = p.num_kv_heads * p.head_dim;
-  const Init w{0.0f, 0.02f}, norm{1.0f, 0.1f}, bias{0.0f, 0.02f};
+  // Variance-preserving scales (std 1/sqrt(fan_in)), so every layer visibly changes the
+  // residual stream and tied logits have unit spread: golden tests then see each part of
+  // the model (at std 0.02 the tiny model's output is mostly its input embedding).
+  auto lin = [](int64_t fan_in) { return Init{0.0f, float(1.0 / std::sqrt(double(fan_in)))}; };
+  const Init w = lin(h), norm{1.0f, 0.1f}, bias{0.0f, 0.1f};
   std::vector<Spec> s;
   s.push_back({"model.embed_tokens.weight", {p.vocab_size, h}, w});
   for (int64_t l = 0; l < p.num_layers; ++l) {
@@ -71,11 +75,11 @@ std::vector<Spec> tensor_specs(const Preset& p, const std::string& arch) {
       s.push_back({pre + "self_attn.q_norm.weight", {p.head_dim}, norm});
       s.push_back({pre + "self_attn.k_norm.weight", {p.head_dim}, norm});
     }
-    s.push_back({pre + "self_attn.o_proj.weight", {h, q}, w});
+    s.push_back({pre + "self_attn.o_proj.weight", {h, q}, lin(q)});
     s.push_back({pre + "post_attention_layernorm.weight", {h}, norm});
     s.push_back({pre + "mlp.gate_proj.weight", {p.intermediate_size, h}, w});
     s.push_back({pre + "mlp.up_proj.weight", {p.intermediate_size, h}, w});
-    s.push_back({pre + "mlp.down_proj.weight", {h, p.intermediate_size}, w});
+    s.push_back({pre + "mlp.down_proj.weight", {h, p.intermediate_size}, lin(p.intermediate_size)});
   }
   s.push_back({"model.norm.weight", {h}, norm});
   if (!p.tie_word_embeddings) s.push_back({"lm_head.weight", {p.vocab_size, h}, w});
@@ -96,7 +100,6 @@ ordered_json config_json(const Preset& p, const std::string& arch, DType dtype) 
   c["max_position_embeddings"] = p.max_position_embeddings;
   c["vocab_size"] = p.vocab_size;
   c["tie_word_embeddings"] = p.tie_word_embeddings;
-  c["initializer_range"] = 0.02;
   c["bos_token_id"] = 0;
   c["eos_token_id"] = 1;
   c["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";

@@ -16,6 +16,9 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 void add(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
+void exp_n(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_f32(x[i]);
+}
 }  // namespace ref
 
 void silu_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n) {
@@ -31,5 +34,11 @@ void add_isa(Isa isa, const float* a, const float* b, float* y, int64_t n) {
   fn(a, b, y, n);
 }
 void add(const float* a, const float* b, float* y, int64_t n) { add_isa(active_isa(), a, b, y, n); }
+
+void exp_n_isa(Isa isa, const float* x, float* y, int64_t n) {
+  auto fn = isa == Isa::kAvx512 ? avx512::exp_n : isa == Isa::kAvx2 ? avx2::exp_n : ref::exp_n;
+  fn(x, y, n);
+}
+void exp_n(const float* x, float* y, int64_t n) { exp_n_isa(active_isa(), x, y, n); }
 
 }  // namespace gannet::kernels

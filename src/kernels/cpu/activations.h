@@ -1,4 +1,4 @@
-// Elementwise activations: SwiGLU's silu(gate) * up, and vector add. Every element is
+// Elementwise activations: SwiGLU's silu(gate) * up, exp and vector add. Every element is
 // computed by the same fixed sequence of rounded operations on every ISA.
 #pragma once
 
@@ -12,6 +12,10 @@ namespace gannet::kernels {
 // equal gate or up.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void silu_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n);
+
+// y[i] = exp_f32(x[i]) (exp.h). x, y: [n]; y may equal x.
+void exp_n(const float* x, float* y, int64_t n);
+void exp_n_isa(Isa isa, const float* x, float* y, int64_t n);
 
 // y[i] = a[i] + b[i]. a, b, y: [n]; y may equal a or b.
 void add(const float* a, const float* b, float* y, int64_t n);

@@ -31,4 +31,10 @@ void add(const float* a, const float* b, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+void exp_n(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = exp_f32(x[i]);
+}
+
 }  // namespace gannet::kernels::avx2

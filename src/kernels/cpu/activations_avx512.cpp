@@ -26,4 +26,11 @@ void add(const float* a, const float* b, float* y, int64_t n) {
   }
 }
 
+void exp_n(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = mask16(n - i);
+    _mm512_mask_storeu_ps(y + i, m, exp(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
 }  // namespace gannet::kernels::avx512

@@ -1,0 +1,294 @@
+// exp_f32, silu_mul, add, softmax, argmax, rmsnorm and RoPE: every ISA variant
+// bit-identical to the scalar reference, and the reference close to double precision.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/exp.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/softmax.h"
+
+namespace gannet::kernels {
+namespace {
+
+std::vector<Isa> fast_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+    if (isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+std::vector<float> random_f32(size_t n, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const std::vector<int64_t> kLengths = {1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 257, 2048, 4099};
+
+// Error of y against the exact value in units of the float spacing at the exact value
+// (denormal spacing below FLT_MIN).
+double ulp_error(float y, double exact) {
+  double a = std::fabs(exact);
+  double ulp = a < FLT_MIN ? 0x1p-149 : std::ldexp(1.0, std::ilogb(float(a)) - 23);
+  return std::fabs(double(y) - exact) / ulp;
+}
+
+TEST(KernelsExp, AccurateOverDenseRange) {
+  double worst = 0;
+  float worst_x = 0;
+  // Every 1021st float bit pattern (both signs) whose exp is finite and not flushed.
+  for (uint64_t u = 0; u < 0x100000000ull; u += 1021) {
+    float x = bits_to_f32(uint32_t(u));
+    if (std::isnan(x) || x > 88.72f || x < -103.9f) continue;
+    double e = ulp_error(exp_f32(x), std::exp(double(x)));
+    if (e > worst) worst = e, worst_x = x;
+  }
+  EXPECT_LE(worst, 2.0) << "at x=" << worst_x;
+}
+
+TEST(KernelsExp, SpecialValues) {
+  EXPECT_EQ(exp_f32(0.0f), 1.0f);
+  EXPECT_EQ(exp_f32(-0.0f), 1.0f);
+  EXPECT_EQ(exp_f32(-INFINITY), 0.0f);
+  EXPECT_EQ(exp_f32(-200.0f), 0.0f);
+  EXPECT_EQ(exp_f32(-105.0f), 0.0f);
+  EXPECT_EQ(exp_f32(INFINITY), INFINITY);
+  EXPECT_EQ(exp_f32(89.0f), INFINITY);
+  EXPECT_EQ(exp_f32(1000.0f), INFINITY);
+  EXPECT_TRUE(std::isfinite(exp_f32(88.72f)));
+  EXPECT_GT(exp_f32(-103.0f), 0.0f);  // denormal result, not flushed
+  EXPECT_TRUE(std::isnan(exp_f32(NAN)));
+  EXPECT_LE(ulp_error(exp_f32(1.0f), std::exp(1.0)), 1.0);
+}
+
+TEST(KernelsExp, VariantsMatchScalar) {
+  std::vector<float> x;
+  for (uint64_t u = 0; u < 0x100000000ull; u += 4093) x.push_back(bits_to_f32(uint32_t(u)));
+  for (float s : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.72f, 88.73f, -103.97f, -87.3f}) x.push_back(s);
+  std::vector<float> ref(x.size()), got(x.size());
+  exp_n_isa(Isa::kScalar, x.data(), ref.data(), int64_t(x.size()));
+  for (Isa isa : fast_isas()) {
+    exp_n_isa(isa, x.data(), got.data(), int64_t(x.size()));
+    EXPECT_TRUE(same_bits(ref, got)) << isa_name(isa);
+  }
+}
+
+TEST(KernelsActivations, SiluMulMatchesReferenceAndDouble) {
+  for (int64_t n : kLengths) {
+    auto g = random_f32(n, 1, 4.0f), u = random_f32(n, 2);
+    if (n > 3) g[0] = -100.0f, g[1] = 100.0f, g[2] = -0.0f;
+    std::vector<float> ref(n), got(n);
+    silu_mul_isa(Isa::kScalar, g.data(), u.data(), ref.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      double e = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * u[i];
+      EXPECT_NEAR(ref[i], e, 4e-7 * std::fabs(e) + 1e-30) << i;
+    }
+    for (Isa isa : fast_isas()) {
+      silu_mul_isa(isa, g.data(), u.data(), got.data(), n);
+      EXPECT_TRUE(same_bits(ref, got)) << isa_name(isa) << " n=" << n;
+      std::vector<float> inplace = g;  // out aliasing gate
+      silu_mul_isa(isa, inplace.data(), u.data(), inplace.data(), n);
+      EXPECT_TRUE(same_bits(ref, inplace)) << isa_name(isa) << " in place n=" << n;
+      add_isa(isa, g.data(), u.data(), got.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], g[i] + u[i]);
+    }
+  }
+}
+
+TEST(KernelsSoftmax, VariantsMatchReferenceAndSumToOne) {
+  for (int64_t n : kLengths) {
+    auto x = random_f32(n, 3, 5.0f);
+    if (n > 4) x[1] = -INFINITY, x[3] = 30.0f;  // masked logit, dominant logit
+    std::vector<float> ref = x;
+    softmax_isa(Isa::kScalar, ref.data(), n);
+    double sum = 0;
+    for (float p : ref) sum += p;
+    EXPECT_NEAR(sum, 1.0, 1e-5) << n;
+    for (Isa isa : fast_isas()) {
+      std::vector<float> got = x;
+      softmax_isa(isa, got.data(), n);
+      EXPECT_TRUE(same_bits(ref, got)) << isa_name(isa) << " n=" << n;
+    }
+  }
+}
+
+TEST(KernelsSoftmax, ArgmaxFirstMaximumIgnoringNan) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    for (int64_t n : kLengths) {
+      auto x = random_f32(n, 4);
+      int64_t best = 0;
+      for (int64_t i = 1; i < n; ++i)
+        if (x[i] > x[best]) best = i;
+      EXPECT_EQ(argmax_isa(isa, x.data(), n), best) << isa_name(isa) << " n=" << n;
+      if (n >= 20) {
+        x[5] = x[17] = 50.0f;  // tie: the first wins
+        x[2] = NAN;
+        EXPECT_EQ(argmax_isa(isa, x.data(), n), 5) << isa_name(isa);
+      }
+    }
+    std::vector<float> all_nan(19, NAN), all_ninf(19, -INFINITY);
+    EXPECT_EQ(argmax_isa(isa, all_nan.data(), 19), 0);
+    all_ninf[4] = NAN;
+    EXPECT_EQ(argmax_isa(isa, all_ninf.data(), 19), 0);
+  }
+}
+
+TEST(KernelsRmsnorm, VariantsMatchReferenceAndDouble) {
+  for (int64_t dim : kLengths) {
+    const int64_t rows = 3;
+    auto x = random_f32(rows * dim, 5), w = random_f32(dim, 6);
+    std::vector<float> ref(rows * dim), ref_nw(rows * dim), got(rows * dim);
+    rmsnorm_isa(Isa::kScalar, x.data(), w.data(), ref.data(), rows, dim, 1e-6f);
+    rmsnorm_isa(Isa::kScalar, x.data(), nullptr, ref_nw.data(), rows, dim, 1e-6f);
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+      double s = 1.0 / std::sqrt(ss / dim + 1e-6);
+      for (int64_t i = 0; i < dim; ++i) {
+        double e = x[r * dim + i] * s * w[i];
+        ASSERT_NEAR(ref[r * dim + i], e, 1e-6 * std::fabs(e) + 1e-7) << dim;
+      }
+    }
+    for (Isa isa : fast_isas()) {
+      rmsnorm_isa(isa, x.data(), w.data(), got.data(), rows, dim, 1e-6f);
+      EXPECT_TRUE(same_bits(ref, got)) << isa_name(isa) << " dim=" << dim;
+      rmsnorm_isa(isa, x.data(), nullptr, got.data(), rows, dim, 1e-6f);
+      EXPECT_TRUE(same_bits(ref_nw, got)) << isa_name(isa) << " no weight, dim=" << dim;
+      got = x;  // in place
+      rmsnorm_isa(isa, got.data(), w.data(), got.data(), rows, dim, 1e-6f);
+      EXPECT_TRUE(same_bits(ref, got)) << isa_name(isa) << " in place, dim=" << dim;
+    }
+  }
+}
+
+TEST(KernelsRope, DefaultInvFreqMatchesFormula) {
+  RopeTable t(64, 10000.0, 4096);
+  ASSERT_EQ(t.inv_freq().size(), 32u);
+  for (int i = 0; i < 32; ++i)
+    EXPECT_NEAR(t.inv_freq()[i], std::pow(10000.0, -2.0 * i / 64), 2e-6 * std::pow(10000.0, -2.0 * i / 64));
+  EXPECT_EQ(t.attention_factor(), 1.0f);
+  std::vector<float> c(32), s(32);
+  t.cos_sin(1000, c.data(), s.data());
+  for (int i = 0; i < 32; ++i) {
+    const double a = double(1000.0f * t.inv_freq()[i]);
+    EXPECT_NEAR(c[i], std::cos(a), 1e-6);
+    EXPECT_NEAR(s[i], std::sin(a), 1e-6);
+  }
+}
+
+TEST(KernelsRope, Llama3ScalingBands) {
+  RopeScalingParams p;
+  p.kind = RopeScalingKind::kLlama3;
+  p.factor = 32;
+  p.low_freq_factor = 1;
+  p.high_freq_factor = 4;
+  p.original_max_position_embeddings = 8192;
+  RopeTable base(64, 500000.0, 64), t(64, 500000.0, 64, p);
+  for (int i = 0; i < 32; ++i) {
+    const double f = base.inv_freq()[i], wavelen = 2 * M_PI / f;
+    if (wavelen < 8192 / 4.0) {
+      EXPECT_EQ(t.inv_freq()[i], base.inv_freq()[i]) << i;
+    } else if (wavelen > 8192 / 1.0) {
+      EXPECT_FLOAT_EQ(t.inv_freq()[i], float(f / 32)) << i;
+    } else {
+      const double smooth = (8192 / wavelen - 1) / 3;
+      EXPECT_NEAR(t.inv_freq()[i], (1 - smooth) * f / 32 + smooth * f, 1e-6 * f) << i;
+    }
+  }
+}
+
+// DeepSeek-V4 numbers (docs/deepseek-v4-architecture.md 4.2): R = 64, theta = 160000,
+// L0 = 65536, factor 16: pairs 0..15 keep f_i, pairs >= 25 use f_i / 16.
+TEST(KernelsRope, YarnCorrectionRange) {
+  RopeScalingParams p;
+  p.kind = RopeScalingKind::kYarn;
+  p.factor = 16;
+  p.original_max_position_embeddings = 65536;
+  RopeTable base(64, 160000.0, 64), t(64, 160000.0, 64, p);
+  for (int i = 0; i < 32; ++i) {
+    const float f = base.inv_freq()[i];
+    if (i <= 15) {
+      EXPECT_FLOAT_EQ(t.inv_freq()[i], f) << i;
+    } else if (i >= 25) {
+      EXPECT_FLOAT_EQ(t.inv_freq()[i], f / 16) << i;
+    } else {
+      EXPECT_TRUE(t.inv_freq()[i] < f && t.inv_freq()[i] > f / 16) << i;
+    }
+  }
+  EXPECT_NEAR(t.attention_factor(), 0.1 * std::log(16.0) + 1.0, 1e-6);  // HF default mscale
+  p.attention_factor = 1.0;  // V4: no mscale
+  EXPECT_EQ(RopeTable(64, 160000.0, 64, p).attention_factor(), 1.0f);
+}
+
+TEST(KernelsRope, VariantsMatchReferenceAndRotate) {
+  struct Case { int head_dim, rotary_dim, offset; };
+  const int64_t n_tokens = 5;
+  const int n_heads = 3;
+  const std::vector<int32_t> positions = {0, 1, 17, 4095, 40000};  // 40000: past the table
+  for (Case c : {Case{64, 64, 0}, Case{128, 128, 0}, Case{80, 80, 0}, Case{96, 32, 0},
+                 Case{512, 64, 448}, Case{24, 10, 6}}) {
+    RopeTable table(c.rotary_dim, 10000.0, 50000);
+    for (bool interleaved : {false, true})
+      for (bool inverse : {false, true}) {
+        auto x = random_f32(n_tokens * n_heads * c.head_dim, 7);
+        std::vector<float> ref = x;
+        apply_rope_isa(Isa::kScalar, ref.data(), n_tokens, n_heads, c.head_dim, positions.data(),
+                       table, interleaved, c.offset, inverse);
+        // Against the rotation computed in double from the table's cos/sin.
+        std::vector<float> cs(c.rotary_dim);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          table.cos_sin(positions[t], cs.data(), cs.data() + c.rotary_dim / 2);
+          for (int h = 0; h < n_heads; ++h)
+            for (int i = 0; i < c.rotary_dim / 2; ++i) {
+              const int64_t base = (t * n_heads + h) * c.head_dim + c.offset;
+              const int64_t ia = base + (interleaved ? 2 * i : i);
+              const int64_t ib = base + (interleaved ? 2 * i + 1 : i + c.rotary_dim / 2);
+              const double co = cs[i], si = inverse ? -cs[c.rotary_dim / 2 + i] : cs[c.rotary_dim / 2 + i];
+              ASSERT_NEAR(ref[ia], x[ia] * co - x[ib] * si, 1e-5);
+              ASSERT_NEAR(ref[ib], x[ib] * co + x[ia] * si, 1e-5);
+            }
+          for (int h = 0; h < n_heads; ++h)  // channels outside the rotary range untouched
+            for (int d = 0; d < c.head_dim; ++d)
+              if (d < c.offset || d >= c.offset + c.rotary_dim) {
+                ASSERT_EQ(ref[(t * n_heads + h) * c.head_dim + d], x[(t * n_heads + h) * c.head_dim + d]);
+              }
+        }
+        for (Isa isa : fast_isas()) {
+          std::vector<float> got = x;
+          apply_rope_isa(isa, got.data(), n_tokens, n_heads, c.head_dim, positions.data(), table,
+                         interleaved, c.offset, inverse);
+          EXPECT_TRUE(same_bits(ref, got)) << isa_name(isa) << " head_dim=" << c.head_dim
+                                           << " interleaved=" << interleaved << " inverse=" << inverse;
+        }
+      }
+  }
+}
+
+TEST(KernelsRope, InverseUndoesRotation) {
+  RopeTable table(64, 10000.0, 4096);
+  const std::vector<int32_t> pos = {3, 1000};
+  auto x = random_f32(2 * 4 * 64, 8);
+  std::vector<float> y = x;
+  apply_rope(y.data(), 2, 4, 64, pos.data(), table, true);
+  apply_rope(y.data(), 2, 4, 64, pos.data(), table, true, 0, true);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-5);
+}
+
+}  // namespace
+}  // namespace gannet::kernels
