@@ -1,5 +1,7 @@
 #include "tokenizer/added_tokens.h"
 
+#include <algorithm>
+
 #include "tokenizer/regex.h"
 #include "tokenizer/utf8.h"
 

@@ -3,9 +3,10 @@
 // matches are reported the way the Rust `onig` crate's find_iter reports them.
 //
 // Patterns are translated by onig_to_pcre2 (onig_syntax.h) where the engines' shorthand
-// classes differ; the two may still use different Unicode versions for \p{..}. Invalid UTF-8 in a subject is
-// allowed (PCRE2_MATCH_INVALID_UTF): ill-formed bytes never match anything, so they end up
-// in the gaps between matches and byte-level BPE still encodes them.
+// classes differ; the two may still use different Unicode versions for \p{..}. Invalid
+// UTF-8 in a subject is allowed (PCRE2_MATCH_INVALID_UTF): ill-formed bytes never match
+// anything, so they end up in the gaps between matches and byte-level BPE still encodes
+// them.
 #pragma once
 
 #include <cstddef>

@@ -56,9 +56,9 @@ class Tokenizer {
   // whether the post-processor template starts with the BOS token.
   bool add_bos() const;
 
-  struct State;
-
  private:
+  struct State;  // defined in tokenizer_state.h
+
   explicit Tokenizer(std::shared_ptr<const State> state) : state_(std::move(state)) {}
   void encode_segment(std::string_view text, std::vector<TokenId>& ids) const;
   void check_id(TokenId id) const;

@@ -2,6 +2,7 @@
 #include "kernels/cpu/activations.h"
 
 #include "kernels/cpu/activations_impl.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/exp.h"
 
 namespace gannet::kernels {
@@ -22,7 +23,7 @@ void exp_n(const float* x, float* y, int64_t n) {
 }  // namespace ref
 
 void silu_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n) {
-  auto fn = isa == Isa::kAvx512 ? avx512::silu_mul : isa == Isa::kAvx2 ? avx2::silu_mul : ref::silu_mul;
+  auto fn = pick_variant(isa, ref::silu_mul, avx2::silu_mul, avx512::silu_mul);
   fn(gate, up, out, n);
 }
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
@@ -30,13 +31,13 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 }
 
 void add_isa(Isa isa, const float* a, const float* b, float* y, int64_t n) {
-  auto fn = isa == Isa::kAvx512 ? avx512::add : isa == Isa::kAvx2 ? avx2::add : ref::add;
+  auto fn = pick_variant(isa, ref::add, avx2::add, avx512::add);
   fn(a, b, y, n);
 }
 void add(const float* a, const float* b, float* y, int64_t n) { add_isa(active_isa(), a, b, y, n); }
 
 void exp_n_isa(Isa isa, const float* x, float* y, int64_t n) {
-  auto fn = isa == Isa::kAvx512 ? avx512::exp_n : isa == Isa::kAvx2 ? avx2::exp_n : ref::exp_n;
+  auto fn = pick_variant(isa, ref::exp_n, avx2::exp_n, avx512::exp_n);
   fn(x, y, n);
 }
 void exp_n(const float* x, float* y, int64_t n) { exp_n_isa(active_isa(), x, y, n); }

@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/canonical.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/exp.h"
 
 namespace gannet::kernels {
@@ -37,9 +38,7 @@ void attention_isa(Isa isa, const float* q, int64_t n_tokens, int n_heads, int n
                    const AttentionSeq* seqs, const KvCacheLayer& kv, float* out, ThreadPool* pool) {
   GANNET_CHECK(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "n_heads=", n_heads, " n_kv_heads=", n_kv_heads);
   GANNET_CHECK(head_dim > 0 && kv.block_size > 0, "head_dim=", head_dim, " block_size=", kv.block_size);
-  auto one = isa == Isa::kAvx512 ? avx512::attend_one
-             : isa == Isa::kAvx2 ? avx2::attend_one
-                                 : ref::attend_one;
+  auto one = pick_variant(isa, ref::attend_one, avx2::attend_one, avx512::attend_one);
   const int group = n_heads / n_kv_heads;
   // Unit u = (head h, token t) with u = h * n_tokens + t: a thread's contiguous range then
   // covers whole heads (balanced over prefill's growing contexts) and neighbouring heads

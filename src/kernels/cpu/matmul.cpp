@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/canonical.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/matmul_impl.h"
 
 namespace gannet::kernels {
@@ -45,9 +46,7 @@ void matmul_f32_isa(Isa isa, const float* x, int64_t m, int64_t k, const float* 
                     float* y, ThreadPool* pool) {
   GANNET_CHECK(m >= 0 && k >= 0 && n >= 0, "m=", m, " k=", k, " n=", n);
   if (m == 0 || n == 0) return;
-  auto cols = isa == Isa::kAvx512 ? avx512::matmul_f32_cols
-              : isa == Isa::kAvx2 ? avx2::matmul_f32_cols
-                                  : ref::matmul_f32_cols;
+  auto cols = pick_variant(isa, ref::matmul_f32_cols, avx2::matmul_f32_cols, avx512::matmul_f32_cols);
   over_columns(n, pool, [&](int64_t b, int64_t e) { cols(x, m, k, w, b, e, y, n); });
 }
 
@@ -57,9 +56,7 @@ void matmul_bf16_isa(Isa isa, const float* x, int64_t m, int64_t k, const uint16
   if (m == 0 || n == 0) return;
   const int64_t ldx = (k + kBf16Chunk - 1) / kBf16Chunk * kBf16Chunk;
   const uint16_t* xb = to_bf16_padded(x, m, k, ldx);
-  auto cols = isa == Isa::kAvx512 ? avx512::matmul_bf16_cols
-              : isa == Isa::kAvx2 ? avx2::matmul_bf16_cols
-                                  : ref::matmul_bf16_cols;
+  auto cols = pick_variant(isa, ref::matmul_bf16_cols, avx2::matmul_bf16_cols, avx512::matmul_bf16_cols);
   over_columns(n, pool, [&](int64_t b, int64_t e) { cols(xb, ldx, m, k, w, b, e, y, n); });
 }
 

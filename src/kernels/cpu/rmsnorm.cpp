@@ -2,6 +2,7 @@
 #include "kernels/cpu/rmsnorm.h"
 
 #include "kernels/cpu/canonical.h"
+#include "kernels/cpu/dispatch.h"
 
 namespace gannet::kernels {
 
@@ -25,9 +26,7 @@ void rmsnorm_rows(const float* x, const float* w, float* y, int64_t rows, int64_
 
 void rmsnorm_isa(Isa isa, const float* x, const float* w, float* y, int64_t rows, int64_t dim,
                  float eps) {
-  auto fn = isa == Isa::kAvx512 ? avx512::rmsnorm_rows
-            : isa == Isa::kAvx2 ? avx2::rmsnorm_rows
-                                : ref::rmsnorm_rows;
+  auto fn = pick_variant(isa, ref::rmsnorm_rows, avx2::rmsnorm_rows, avx512::rmsnorm_rows);
   fn(x, w, y, rows, dim, eps);
 }
 

@@ -1,8 +1,10 @@
 // apply_rope: the scalar reference and the per-token dispatch.
+#include "kernels/cpu/rope.h"
+
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/rope.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/rope_impl.h"
 
 namespace gannet::kernels {
@@ -32,9 +34,7 @@ void apply_rope_isa(Isa isa, float* x, int64_t n_tokens, int n_heads, int head_d
   const int rd = table.rotary_dim();
   GANNET_CHECK(rotary_offset >= 0 && rotary_offset + rd <= head_dim, "rotary_dim=", rd,
                " offset=", rotary_offset, " head_dim=", head_dim);
-  auto heads = isa == Isa::kAvx512 ? avx512::rope_heads
-               : isa == Isa::kAvx2 ? avx2::rope_heads
-                                   : ref::rope_heads;
+  auto heads = pick_variant(isa, ref::rope_heads, avx2::rope_heads, avx512::rope_heads);
   thread_local std::vector<float> scratch;  // [2, rotary_dim / 2], positions past the table
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t pos = positions[t];

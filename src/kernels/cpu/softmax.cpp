@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cpu/canonical.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/exp.h"
 #include "kernels/cpu/softmax_impl.h"
 
@@ -30,13 +31,13 @@ int64_t argmax(const float* x, int64_t n) {
 }  // namespace ref
 
 void softmax_isa(Isa isa, float* x, int64_t n) {
-  auto fn = isa == Isa::kAvx512 ? avx512::softmax : isa == Isa::kAvx2 ? avx2::softmax : ref::softmax;
+  auto fn = pick_variant(isa, ref::softmax, avx2::softmax, avx512::softmax);
   fn(x, n);
 }
 void softmax(float* x, int64_t n) { softmax_isa(active_isa(), x, n); }
 
 int64_t argmax_isa(Isa isa, const float* x, int64_t n) {
-  auto fn = isa == Isa::kAvx512 ? avx512::argmax : isa == Isa::kAvx2 ? avx2::argmax : ref::argmax;
+  auto fn = pick_variant(isa, ref::argmax, avx2::argmax, avx512::argmax);
   return fn(x, n);
 }
 int64_t argmax(const float* x, int64_t n) { return argmax_isa(active_isa(), x, n); }
