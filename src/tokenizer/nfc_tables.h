@@ -1,4 +1,4 @@
-// Unicode data for NFC (generated into nfc_tables.cpp by gen_nfc_tables.py).
+// Unicode data for NFC (generated into nfc_tables.cpp by tools/gen_nfc_tables.py).
 #pragma once
 
 #include <cstdint>

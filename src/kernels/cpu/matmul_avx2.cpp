@@ -25,18 +25,23 @@ constexpr int64_t kPrefetchBytes = 1024;
 template <int MR, int NR>
 void tile_f32(const float* x, int64_t k, const float* w, float* y, int64_t ldy) {
   __m256 lo[MR][NR], hi[MR][NR];
+  #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) lo[i][j] = hi[i][j] = _mm256_setzero_ps();
   const int64_t kfull = k / 16 * 16;
   for (int64_t c = 0; c < kfull; c += 16) {
     __m256 wl[NR], wh[NR];
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       if constexpr (MR == 1) _mm_prefetch((const char*)(w + j * k + c) + kPrefetchBytes, _MM_HINT_T0);
       wl[j] = _mm256_loadu_ps(w + j * k + c);
       wh[j] = _mm256_loadu_ps(w + j * k + c + 8);
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       __m256 xl = _mm256_loadu_ps(x + i * k + c), xh = _mm256_loadu_ps(x + i * k + c + 8);
+      #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) {
         lo[i][j] = _mm256_fmadd_ps(xl, wl[j], lo[i][j]);
         hi[i][j] = _mm256_fmadd_ps(xh, wh[j], hi[i][j]);
@@ -46,20 +51,25 @@ void tile_f32(const float* x, int64_t k, const float* w, float* y, int64_t ldy) 
   if (kfull < k) {  // zero-padded last chunk
     __m256i ml = mask8(k - kfull), mh = mask8(k - kfull - 8);
     __m256 wl[NR], wh[NR];
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       wl[j] = _mm256_maskload_ps(w + j * k + kfull, ml);
       wh[j] = _mm256_maskload_ps(w + j * k + kfull + 8, mh);
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       __m256 xl = _mm256_maskload_ps(x + i * k + kfull, ml);
       __m256 xh = _mm256_maskload_ps(x + i * k + kfull + 8, mh);
+      #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) {
         lo[i][j] = _mm256_fmadd_ps(xl, wl[j], lo[i][j]);
         hi[i][j] = _mm256_fmadd_ps(xh, wh[j], hi[i][j]);
       }
     }
   }
+  #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) y[i * ldy + j] = tree_reduce(lo[i][j], hi[i][j]);
 }
 
@@ -71,16 +81,20 @@ inline __m256 even_f32(__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32
 
 template <int MR, int NR>
 void bf16_chunk(const uint16_t* const* xr, const uint16_t* const* wr, __m256 (&acc)[MR][NR][2]) {
+  #pragma GCC unroll 8
   for (int h = 0; h < 2; ++h) {
     __m256 xo[MR], xe[MR];
+    #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       __m256i v = _mm256_loadu_si256((const __m256i*)(xr[i] + 16 * h));
       xo[i] = odd_f32(v);
       xe[i] = even_f32(v);
     }
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       __m256i v = _mm256_loadu_si256((const __m256i*)(wr[j] + 16 * h));
       __m256 wo = odd_f32(v), we = even_f32(v);
+      #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
         acc[i][j][h] = _mm256_fmadd_ps(xo[i], wo, acc[i][j][h]);
         acc[i][j][h] = _mm256_fmadd_ps(xe[i], we, acc[i][j][h]);
@@ -93,10 +107,14 @@ template <int MR, int NR>
 void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, float* y,
                int64_t ldy) {
   __m256 acc[MR][NR][2];
+  #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
   auto pin_all = [&] {
+    #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i)
+      #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) pin(acc[i][j][0]), pin(acc[i][j][1]);
   };
   const int64_t kfull = k / 32 * 32;
@@ -106,7 +124,9 @@ void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, flo
     const uint16_t* xr[MR];
     const uint16_t* wr[NR];
     for (int64_t c = 0; c < kfull; c += 32) {
+      #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) xr[i] = x + i * ldx + c;
+      #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) {
         wr[j] = w + j * k + c;
         if constexpr (MR == 1) _mm_prefetch((const char*)wr[j] + kPrefetchBytes, _MM_HINT_T0);
@@ -115,7 +135,9 @@ void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, flo
     }
     if (kfull < k) {  // w tail copied into a zero-padded chunk; x is padded already
       uint16_t tail[NR][32] = {};
+      #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) xr[i] = x + i * ldx + kfull;
+      #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) {
         std::memcpy(tail[j], w + j * k + kfull, (k - kfull) * sizeof(uint16_t));
         wr[j] = tail[j];
@@ -125,7 +147,9 @@ void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, flo
     pin_all();
   }
   pin_all();
+  #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) y[i * ldy + j] = tree_reduce(acc[i][j][0], acc[i][j][1]);
 }
 

@@ -25,30 +25,40 @@ constexpr int64_t kPrefetchBytes = 1024;
 template <int MR, int NR>
 void tile_f32(const float* x, int64_t k, const float* w, float* y, int64_t ldy) {
   __m512 acc[MR][NR];
+  #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const int64_t kfull = k / 16 * 16;
   for (int64_t c = 0; c < kfull; c += 16) {
     __m512 wv[NR];
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       if constexpr (MR == 1) _mm_prefetch((const char*)(w + j * k + c) + kPrefetchBytes, _MM_HINT_T0);
       wv[j] = _mm512_loadu_ps(w + j * k + c);
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       __m512 xv = _mm512_loadu_ps(x + i * k + c);
+      #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
     }
   }
   if (kfull < k) {  // zero-padded last chunk, as the reference pads
     __mmask16 mk = mask16(k - kfull);
     __m512 wv[NR];
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) wv[j] = _mm512_maskz_loadu_ps(mk, w + j * k + kfull);
+    #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       __m512 xv = _mm512_maskz_loadu_ps(mk, x + i * k + kfull);
+      #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
     }
   }
+  #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) y[i * ldy + j] = tree_reduce(acc[i][j]);
 }
 
@@ -56,17 +66,22 @@ template <int MR, int NR>
 void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, float* y,
                int64_t ldy) {
   __m512 acc[MR][NR];
+  #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const int64_t kfull = k / 32 * 32;
   for (int64_t c = 0; c < kfull; c += 32) {
     __m512i wv[NR];
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       if constexpr (MR == 1) _mm_prefetch((const char*)(w + j * k + c) + kPrefetchBytes, _MM_HINT_T0);
       wv[j] = _mm512_loadu_si512(w + j * k + c);
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       __m512i xv = _mm512_loadu_si512(x + i * ldx + c);
+      #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j)
         acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)xv, (__m512bh)wv[j]);
     }
@@ -74,14 +89,19 @@ void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, flo
   if (kfull < k) {  // x is already zero-padded to ldx
     __mmask32 mk = mask32(k - kfull);
     __m512i wv[NR];
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) wv[j] = _mm512_maskz_loadu_epi16(mk, w + j * k + kfull);
+    #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       __m512i xv = _mm512_loadu_si512(x + i * ldx + kfull);
+      #pragma GCC unroll 8
       for (int j = 0; j < NR; ++j)
         acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)xv, (__m512bh)wv[j]);
     }
   }
+  #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+    #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) y[i * ldy + j] = tree_reduce(acc[i][j]);
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes nfc_tables.cpp, the Unicode data behind nfc.cpp, from Python's unicodedata.
 
-Run from anywhere: python3 src/tokenizer/gen_nfc_tables.py
+Run from anywhere: python3 tools/gen_nfc_tables.py
 The output is committed; rerun only to move to a newer Unicode version.
 """
 import os
@@ -58,7 +58,7 @@ out = [
     "}  // namespace gannet::tokenizer::nfc_data",
     "",
 ]
-path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nfc_tables.cpp")
+path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "tokenizer", "nfc_tables.cpp")
 with open(path, "w") as f:
     f.write("\n".join(out))
 print(f"wrote {path}: {len(decomps)} decompositions, {len(ccc_ranges)} class ranges")
