@@ -29,7 +29,7 @@ void Generator::ensure_capacity(int64_t tokens) {
   const int64_t blocks = (tokens + block_size_ - 1) / block_size_;
   if (cache_ && cache_->num_blocks() >= blocks) return;
   cache_.reset();
-  cache_ = std::make_unique<cache::KvCache>(model_.cache_spec(), blocks, block_size_);
+  cache_ = std::make_unique<cache::CacheEngine>(model_.cache_spec(), blocks, block_size_);
   block_table_.resize(size_t(blocks));
   for (int64_t b = 0; b < blocks; ++b) block_table_[size_t(b)] = int32_t(b);
 }

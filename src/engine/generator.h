@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/kv_cache.h"
+#include "cache/cache_engine.h"
 #include "core/thread_pool.h"
 #include "gannet/sampling_params.h"
 #include "model/model.h"
@@ -46,7 +46,7 @@ class Generator {
   ThreadPool* pool_;
   int64_t max_chunk_;
   int block_size_;
-  std::unique_ptr<cache::KvCache> cache_;
+  std::unique_ptr<cache::CacheEngine> cache_;
   std::vector<int32_t> block_table_;
   sampling::Sampler sampler_;
   std::vector<float> logits_;  // [max_chunk, vocab] when all logits are wanted

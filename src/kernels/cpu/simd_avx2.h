@@ -10,6 +10,10 @@
 
 #include "kernels/cpu/exp.h"
 
+// Fully unrolls a loop over a register tile's rows or columns, so its accumulators stay
+// in registers (GCC otherwise keeps acc[MR][NR] arrays in memory).
+#define GANNET_UNROLL _Pragma("GCC unroll 16")
+
 namespace gannet::kernels::avx2 {
 
 // Canonical tree over 16 lanes held as (lo, hi): l += l+8, l+4, l+2, l+1.

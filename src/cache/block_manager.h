@@ -1,0 +1,72 @@
+// Hands out KV blocks and per-sequence state slots, and checks both at admission.
+//
+// Blocks are reference counted so the n samples of a request share their prompt's
+// blocks; the first write into a shared block copies it (copy-on-write), reported as a
+// BlockCopy that the cache engine performs before the next forward pass. A watermark of
+// free blocks is kept back at admission so running decodes can still grow.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace gannet::cache {
+
+// A sequence's cache: its blocks in order, how many token positions they hold, its slot.
+struct BlockTable {
+  std::vector<int32_t> blocks;
+  int64_t num_tokens = 0;   // positions covered by allocation (<= blocks.size() * block_size)
+  int32_t state_slot = -1;  // -1: none held
+};
+
+struct BlockCopy {
+  int32_t src, dst;
+};
+
+class BlockManager {
+ public:
+  BlockManager(int64_t num_blocks, int block_size, int64_t num_state_slots, int64_t watermark_blocks);
+
+  int block_size() const { return block_size_; }
+  int64_t num_blocks() const { return int64_t(ref_.size()); }
+  int64_t num_free_blocks() const { return int64_t(free_blocks_.size()); }
+  int64_t num_state_slots() const { return int64_t(slot_used_.size()); }
+  int64_t num_free_slots() const { return int64_t(free_slots_.size()); }
+  int64_t blocks_for(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
+
+  // Admission of a new sequence needing `tokens` positions now: a free state slot and
+  // enough blocks while leaving the watermark free.
+  bool can_admit(int64_t tokens) const;
+  // Takes a state slot and blocks for `tokens` positions (table must be empty).
+  void admit(BlockTable& t, int64_t tokens);
+
+  // Growing a sequence to `tokens` positions; no watermark (running work uses it).
+  bool can_grow(const BlockTable& t, int64_t tokens) const;
+  // Grows to `tokens` positions. Copy-on-write: when the positions about to be written
+  // (from t.num_tokens on) fall in a block shared with another sequence, that block is
+  // replaced by a private copy, appended to `copies`.
+  void grow(BlockTable& t, int64_t tokens, std::vector<BlockCopy>& copies);
+
+  // A new sequence sharing all of parent's blocks (refcounts + 1) with its own state slot
+  // (the state is copied by the caller). Needs a free slot: check can_fork first.
+  bool can_fork() const { return !free_slots_.empty(); }
+  void fork(const BlockTable& parent, BlockTable& child);
+
+  // Returns blocks (when their count drops to 0) and the slot; leaves t empty.
+  void release(BlockTable& t);
+
+  int32_t ref_count(int32_t block) const { return ref_[size_t(block)]; }
+
+ private:
+  int32_t take_block();
+  void drop_block(int32_t b);
+
+  int block_size_;
+  int64_t watermark_;
+  std::vector<int32_t> ref_;          // [num_blocks]
+  std::vector<int32_t> free_blocks_;  // stack; lowest ids handed out first
+  std::vector<uint8_t> slot_used_;    // [num_state_slots]
+  std::vector<int32_t> free_slots_;
+};
+
+}  // namespace gannet::cache
