@@ -1,20 +1,37 @@
-// How a request's tokens are chosen. Validated by validate(); defaults are greedy-free
-// sampling at temperature 1 like vLLM's SamplingParams.
+// How a request's tokens are chosen. Field names, meanings and defaults follow vLLM's
+// SamplingParams so OpenAI-style requests map one to one. validate() rejects bad values
+// with a message naming the field; nothing is silently clamped (DESIGN principle 5).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gannet {
 
 struct SamplingParams {
-  int64_t max_tokens = 16;
-  double temperature = 1.0;  // 0 = greedy
+  // Largest `logprobs` / `prompt_logprobs` accepted (vLLM's default max_logprobs).
+  static constexpr int kMaxLogprobs = 20;
+
+  int64_t n = 1;            // completions per request (sample index = RNG stream)
+  int64_t max_tokens = 16;  // >= 1
+  int64_t min_tokens = 0;   // EOS and stop_token_ids are masked until this many outputs
+  double temperature = 1.0;  // 0 = greedy (argmax after penalties)
   double top_p = 1.0;        // (0, 1]
   int64_t top_k = 0;         // 0 or -1 = off
-  std::optional<uint64_t> seed;
+  double min_p = 0.0;        // [0, 1], relative to the most likely token
+  double repetition_penalty = 1.0;  // > 0; over prompt + output tokens
+  double presence_penalty = 0.0;    // [-2, 2]; over output tokens
+  double frequency_penalty = 0.0;   // [-2, 2]; over output tokens
+  std::vector<std::string> stop;    // stop strings (matched by the engine, not the sampler)
+  std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  std::optional<uint64_t> seed;     // unset: the engine draws one
+  std::optional<int> logprobs;         // top-N logprobs per generated token (0 = chosen only)
+  std::optional<int> prompt_logprobs;  // top-N logprobs per prompt token
+  bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;
 
   // Throws gannet::Error naming the field and the bad value.
   void validate() const;

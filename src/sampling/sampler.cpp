@@ -1,19 +1,12 @@
 #include "sampling/sampler.h"
 
-#include <algorithm>
-#include <cmath>
-#include <numeric>
-
 #include "core/error.h"
 #include "sampling/counter_rng.h"
 
 namespace gannet::sampling {
 
-Sampler::Sampler(int64_t vocab_size) : vocab_(vocab_size) {
-  order_.resize(size_t(vocab_size));
-  probs_.resize(size_t(vocab_size));
-  weights_.resize(size_t(vocab_size));
-}
+Sampler::Sampler(int64_t vocab_size)
+    : vocab_(vocab_size), penalties_(vocab_size), draw_(vocab_size), adjusted_(size_t(vocab_size)) {}
 
 int32_t Sampler::argmax(const float* logits, int64_t n) {
   int64_t best = 0;
@@ -22,51 +15,57 @@ int32_t Sampler::argmax(const float* logits, int64_t n) {
   return int32_t(best);
 }
 
+int32_t Sampler::choose(const SampleInput& in) {
+  GANNET_CHECK(in.logits && in.params);
+  const SamplingParams& p = *in.params;
+  const TokenHistory history{in.prompt_ids, in.output_ids, in.eos_ids};
+  const float* row = in.logits;
+  if (Penalties::active(p, history)) {  // otherwise the raw row is used as is, no copy
+    penalties_.apply(in.logits, adjusted_.data(), p, history);
+    row = adjusted_.data();
+  }
+  if (p.temperature == 0) return checked_argmax(row, vocab_);
+  const DrawFilters f{p.temperature, p.top_k, p.top_p, p.min_p};
+  return draw_.draw(row, f, counter_random(in.seed, in.stream, in.position));
+}
+
+void Sampler::sample(const SampleInput& in, SampleOutput* out) {
+  out->token = choose(in);
+  const SamplingParams& p = *in.params;
+  if (p.logprobs) {
+    const double norm = log_normalizer(in.logits, vocab_);
+    out->logprob = token_logprob(in.logits, out->token, norm);
+    top_logprobs(in.logits, vocab_, *p.logprobs, norm, &out->top);
+  } else {
+    out->logprob = std::numeric_limits<float>::quiet_NaN();
+    out->top.clear();
+  }
+}
+
+SampleOutput Sampler::sample(const SampleInput& in) {
+  SampleOutput out;
+  sample(in, &out);
+  return out;
+}
+
 int32_t Sampler::sample(const float* logits, const SamplingParams& p, uint64_t seed, uint64_t stream,
                         uint64_t position) {
-  if (p.temperature == 0) return argmax(logits, vocab_);
-  // Candidates in a canonical order: by logit descending, id ascending.
-  std::iota(order_.begin(), order_.end(), 0);
-  auto better = [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; };
-  int64_t n = vocab_;
-  if (p.top_k > 0 && p.top_k < n) {
-    std::partial_sort(order_.begin(), order_.begin() + p.top_k, order_.end(), better);
-    n = p.top_k;
-  } else {
-    std::sort(order_.begin(), order_.end(), better);
-  }
-  // Softmax at temperature in double, summed in the canonical order.
-  const double inv_t = 1.0 / p.temperature, top = double(logits[order_[0]]);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    probs_[size_t(i)] = std::exp((double(logits[order_[size_t(i)]]) - top) * inv_t);
-    sum += probs_[size_t(i)];
-  }
-  if (p.top_p < 1.0) {
-    double cum = 0;
-    int64_t keep = 0;
-    while (keep < n) {
-      cum += probs_[size_t(keep)] / sum;
-      ++keep;
-      if (cum >= p.top_p) break;
-    }
-    n = keep;
-  }
-  // Integer weights (2^40 scale) and an integer threshold: exact, order-fixed selection.
-  uint64_t total = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    weights_[size_t(i)] = uint64_t(std::llround(probs_[size_t(i)] / sum * 1099511627776.0));
-    total += weights_[size_t(i)];
-  }
-  if (total == 0) return order_[0];
-  const uint64_t r = counter_random(seed, stream, position);
-  const uint64_t threshold = uint64_t((unsigned __int128)r * total >> 64);  // uniform in [0, total)
-  uint64_t acc = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    acc += weights_[size_t(i)];
-    if (threshold < acc) return order_[size_t(i)];
-  }
-  return order_[size_t(n - 1)];
+  SampleInput in;
+  in.logits = logits;
+  in.params = &p;
+  in.seed = seed;
+  in.stream = stream;
+  in.position = position;
+  return choose(in);
+}
+
+void Sampler::prompt_logprobs(const float* logits, int32_t next_token, int top_n, SampleOutput* out) const {
+  GANNET_CHECK(next_token >= 0 && next_token < vocab_, "prompt token ", next_token, " outside vocabulary of ",
+               vocab_);
+  const double norm = log_normalizer(logits, vocab_);
+  out->token = next_token;
+  out->logprob = token_logprob(logits, next_token, norm);
+  top_logprobs(logits, vocab_, top_n, norm, &out->top);
 }
 
 }  // namespace gannet::sampling

@@ -6,11 +6,41 @@
 
 namespace gannet {
 
+namespace {
+
+void check_logprobs(const char* field, const std::optional<int>& v) {
+  if (v && (*v < 0 || *v > SamplingParams::kMaxLogprobs))
+    fail(field, " must be in [0, ", SamplingParams::kMaxLogprobs, "], got ", *v);
+}
+
+void check_penalty(const char* field, double v) {
+  if (!(v >= -2.0 && v <= 2.0)) fail(field, " must be in [-2, 2], got ", v);
+}
+
+}  // namespace
+
+// Written as "!(ok)" so that NaN fails every range check.
 void SamplingParams::validate() const {
+  if (n < 1) fail("n must be >= 1, got ", n);
   if (max_tokens < 1) fail("max_tokens must be >= 1, got ", max_tokens);
-  if (!(temperature >= 0) || !std::isfinite(temperature)) fail("temperature must be >= 0, got ", temperature);
+  if (min_tokens < 0) fail("min_tokens must be >= 0, got ", min_tokens);
+  if (min_tokens > max_tokens)
+    fail("min_tokens must be <= max_tokens (", max_tokens, "), got ", min_tokens);
+  if (!(temperature >= 0) || !std::isfinite(temperature))
+    fail("temperature must be finite and >= 0, got ", temperature);
   if (!(top_p > 0 && top_p <= 1)) fail("top_p must be in (0, 1], got ", top_p);
   if (top_k < -1) fail("top_k must be -1, 0 (off) or positive, got ", top_k);
+  if (!(min_p >= 0 && min_p <= 1)) fail("min_p must be in [0, 1], got ", min_p);
+  if (!(repetition_penalty > 0) || !std::isfinite(repetition_penalty))
+    fail("repetition_penalty must be finite and > 0, got ", repetition_penalty);
+  check_penalty("presence_penalty", presence_penalty);
+  check_penalty("frequency_penalty", frequency_penalty);
+  for (size_t i = 0; i < stop.size(); ++i)
+    if (stop[i].empty()) fail("stop[", i, "] must not be an empty string");
+  for (size_t i = 0; i < stop_token_ids.size(); ++i)
+    if (stop_token_ids[i] < 0) fail("stop_token_ids[", i, "] must be >= 0, got ", stop_token_ids[i]);
+  check_logprobs("logprobs", logprobs);
+  check_logprobs("prompt_logprobs", prompt_logprobs);
 }
 
 }  // namespace gannet

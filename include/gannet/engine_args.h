@@ -1,0 +1,33 @@
+// Every engine knob with its default. Settable from CLI flags (--kv-cache-memory, ...)
+// and GANNET_* environment variables (GANNET_KV_CACHE_MEMORY, ...); flags win.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gannet {
+
+struct EngineArgs {
+  std::string model;                   // Hugging Face model directory
+  int threads = 0;                     // 0: all cores
+  uint64_t kv_cache_memory = 0;        // bytes for KV blocks + state slots; 0: default share
+  int64_t max_num_seqs = 256;          // sequences in one step
+  int64_t max_num_batched_tokens = 2048;  // tokens in one step (decodes + prefill chunks)
+  int block_size = 64;                 // tokens per KV block
+  int64_t max_model_len = 0;           // 0: the model's max_position_embeddings
+  bool enable_chunked_prefill = true;
+  double watermark = 0.01;             // fraction of blocks kept free at admission
+  bool quiet = false;                  // no start-up report or progress bars
+
+  // Applies GANNET_<NAME> environment variables (names upper-cased, '-' as '_').
+  void apply_environment();
+  // Throws gannet::Error naming the knob.
+  void validate() const;
+  // Multi-line "name = value" listing, printed at start-up.
+  std::string describe() const;
+};
+
+// "4GiB", "512MiB", "1.5GB", "1000000" -> bytes. Throws gannet::Error on bad text.
+uint64_t parse_memory_size(const std::string& text);
+
+}  // namespace gannet

@@ -1,0 +1,55 @@
+// What a request produces: per sample the text, token ids, logprobs and why it stopped,
+// plus the prompt's logprobs and timing metrics.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace gannet {
+
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+};
+
+// One position's logprobs: the chosen (or prompt) token's and the top-N alternatives.
+struct PositionLogprobs {
+  int32_t id = 0;
+  float logprob = 0;
+  std::vector<TokenLogprob> top;
+};
+
+struct CompletionOutput {
+  int index = 0;  // sample index in [0, n)
+  std::string text;
+  std::vector<int32_t> token_ids;
+  double cumulative_logprob = 0;
+  std::vector<PositionLogprobs> logprobs;  // when requested, one per generated token
+  std::string finish_reason;               // "stop", "length", "abort"; empty while running
+  // What stopped it: a stop string, or a stop token id; monostate for EOS / length.
+  std::variant<std::monostate, std::string, int32_t> stop_reason;
+};
+
+struct RequestMetrics {
+  double arrival_time = 0;          // seconds, steady clock
+  double first_scheduled_time = 0;  // 0 until scheduled
+  double first_token_time = 0;
+  double finished_time = 0;
+};
+
+struct RequestOutput {
+  std::string request_id;
+  std::string prompt;
+  std::vector<int32_t> prompt_token_ids;
+  // Position 0 has no logprob (nothing precedes it); present when prompt_logprobs asked.
+  std::vector<std::optional<PositionLogprobs>> prompt_logprobs;
+  std::vector<CompletionOutput> outputs;
+  bool finished = false;
+  uint64_t seed = 0;  // the sampling seed used (given or drawn), to replay the request
+  RequestMetrics metrics;
+};
+
+}  // namespace gannet

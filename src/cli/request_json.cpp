@@ -1,0 +1,129 @@
+#include "cli/request_json.h"
+
+#include "core/error.h"
+
+namespace gannet::cli {
+
+using nlohmann::json;
+
+PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defaults) {
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::exception& e) {
+    fail("bad JSON: ", e.what());
+  }
+  if (!j.is_object()) fail("each line must be a JSON object");
+  PromptLine out{"", defaults};
+  SamplingParams& p = out.params;
+  bool have_prompt = false;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    auto num = [&]() -> double {
+      if (!v.is_number()) fail("'", k, "' must be a number");
+      return v.get<double>();
+    };
+    auto integer = [&]() -> int64_t {
+      if (!v.is_number_integer()) fail("'", k, "' must be an integer");
+      return v.get<int64_t>();
+    };
+    auto boolean = [&]() -> bool {
+      if (!v.is_boolean()) fail("'", k, "' must be true or false");
+      return v.get<bool>();
+    };
+    if (k == "prompt") {
+      if (!v.is_string()) fail("'prompt' must be a string");
+      out.prompt = v.get<std::string>();
+      have_prompt = true;
+    } else if (k == "max_tokens") p.max_tokens = integer();
+    else if (k == "min_tokens") p.min_tokens = integer();
+    else if (k == "temperature") p.temperature = num();
+    else if (k == "top_p") p.top_p = num();
+    else if (k == "top_k") p.top_k = integer();
+    else if (k == "min_p") p.min_p = num();
+    else if (k == "repetition_penalty") p.repetition_penalty = num();
+    else if (k == "presence_penalty") p.presence_penalty = num();
+    else if (k == "frequency_penalty") p.frequency_penalty = num();
+    else if (k == "n") p.n = int(integer());
+    else if (k == "ignore_eos") p.ignore_eos = boolean();
+    else if (k == "skip_special_tokens") p.skip_special_tokens = boolean();
+    else if (k == "include_stop_str_in_output") p.include_stop_str_in_output = boolean();
+    else if (k == "logprobs") p.logprobs = int(integer());
+    else if (k == "prompt_logprobs") p.prompt_logprobs = int(integer());
+    else if (k == "seed") {
+      if (!v.is_number_unsigned()) fail("'seed' must be a non-negative integer");
+      p.seed = v.get<uint64_t>();
+    } else if (k == "stop") {
+      p.stop.clear();
+      if (v.is_string()) p.stop.push_back(v.get<std::string>());
+      else if (v.is_array()) {
+        for (const json& s : v) {
+          if (!s.is_string()) fail("'stop' must be a string or a list of strings");
+          p.stop.push_back(s.get<std::string>());
+        }
+      } else fail("'stop' must be a string or a list of strings");
+    } else if (k == "stop_token_ids") {
+      p.stop_token_ids.clear();
+      if (!v.is_array()) fail("'stop_token_ids' must be a list of integers");
+      for (const json& s : v) {
+        if (!s.is_number_integer()) fail("'stop_token_ids' must be a list of integers");
+        p.stop_token_ids.push_back(s.get<int32_t>());
+      }
+    } else fail("unknown field '", k, "'");
+  }
+  if (!have_prompt) fail("missing 'prompt'");
+  if (out.prompt.empty()) fail("the prompt is empty");
+  p.validate();
+  return out;
+}
+
+namespace {
+
+json logprobs_json(const PositionLogprobs& p) {
+  json top = json::array();
+  for (const TokenLogprob& t : p.top) top.push_back({t.id, t.logprob});
+  return {{"id", p.id}, {"logprob", p.logprob}, {"top", top}};
+}
+
+json completion_json(const CompletionOutput& c, const SamplingParams& params) {
+  json j;
+  j["text"] = c.text;
+  j["token_ids"] = c.token_ids;
+  j["finish_reason"] = c.finish_reason;
+  if (auto* s = std::get_if<std::string>(&c.stop_reason)) j["stop_reason"] = *s;
+  else if (auto* t = std::get_if<int32_t>(&c.stop_reason)) j["stop_reason"] = *t;
+  else j["stop_reason"] = nullptr;
+  if (params.logprobs) {
+    json lp = json::array();
+    for (const auto& p : c.logprobs) lp.push_back(logprobs_json(p));
+    j["logprobs"] = lp;
+    j["cumulative_logprob"] = c.cumulative_logprob;
+  }
+  return j;
+}
+
+}  // namespace
+
+json output_to_json(const RequestOutput& out, const SamplingParams& params) {
+  json j;
+  j["prompt"] = out.prompt;
+  json first = completion_json(out.outputs.at(0), params);
+  for (auto it = first.begin(); it != first.end(); ++it) j[it.key()] = it.value();
+  j["seed"] = out.seed;
+  if (params.prompt_logprobs) {
+    json pl = json::array();
+    for (const auto& p : out.prompt_logprobs) pl.push_back(p ? logprobs_json(*p) : json(nullptr));
+    j["prompt_logprobs"] = pl;
+  }
+  if (out.outputs.size() > 1) {
+    json all = json::array();
+    for (const auto& c : out.outputs) all.push_back(completion_json(c, params));
+    j["outputs"] = all;
+  }
+  return j;
+}
+
+std::string dump_line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace gannet::cli

@@ -1,0 +1,210 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "core/progress_bar.h"
+#include "io/model_config.h"
+
+namespace gannet::engine {
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+uint64_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return uint64_t(8) << 30;
+}
+
+}  // namespace
+
+Engine::Engine(const EngineArgs& args) : args_(args) {
+  args_.validate();
+  const int threads = args_.threads > 0 ? args_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  pool_ = std::make_unique<ThreadPool>(threads);
+  io::ModelConfig cfg = io::load_model_config(args_.model);
+  checkpoint_ = std::make_unique<io::Checkpoint>(args_.model);
+  {
+    ProgressBar bar(args_.quiet ? std::string() : "loading " + args_.model, true);
+    if (!args_.quiet) checkpoint_->prefault([&](uint64_t d, uint64_t t) { bar.update(d, t); });
+  }
+  model_ = model::create_model(cfg, *checkpoint_);
+  tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(args_.model));
+  for (int64_t e : cfg.eos_token_ids) eos_ids_.push_back(int32_t(e));
+  max_model_len_ = args_.max_model_len > 0 ? std::min(args_.max_model_len, cfg.max_position_embeddings)
+                                           : cfg.max_position_embeddings;
+
+  // KV budget: the flag, or 40% of available memory capped at what max_num_seqs
+  // sequences of the full context could ever use.
+  const model::CacheSpec spec = model_->cache_spec();
+  const uint64_t per_token = uint64_t(spec.bytes_per_token());
+  uint64_t budget = args_.kv_cache_memory;
+  if (budget == 0) {
+    const uint64_t cap = uint64_t(args_.max_num_seqs) * uint64_t(max_model_len_) * per_token +
+                         uint64_t(args_.max_num_seqs) * uint64_t(spec.state_bytes_per_seq);
+    budget = std::min<uint64_t>(uint64_t(double(mem_available_bytes()) * 0.4), cap);
+  }
+  const int64_t num_blocks = cache::CacheEngine::blocks_for_budget(spec, budget, args_.block_size, args_.max_num_seqs);
+  if (num_blocks < 1)
+    fail("--kv-cache-memory ", format_bytes(budget), " holds no block of ", args_.block_size, " tokens (",
+         format_bytes(per_token * uint64_t(args_.block_size)), " each)");
+  cache_ = std::make_unique<cache::CacheEngine>(spec, num_blocks, args_.block_size, args_.max_num_seqs);
+  const int64_t watermark = int64_t(args_.watermark * double(num_blocks));
+  blocks_ = std::make_unique<cache::BlockManager>(num_blocks, args_.block_size, args_.max_num_seqs, watermark);
+  SchedulerConfig sc;
+  sc.max_num_seqs = args_.max_num_seqs;
+  sc.max_num_batched_tokens = args_.max_num_batched_tokens;
+  sc.chunked_prefill = args_.enable_chunked_prefill;
+  sc.prompt_logprob_chunk = std::min<int64_t>(256, args_.max_num_batched_tokens);
+  sc.max_logit_rows = args_.max_num_seqs + sc.prompt_logprob_chunk;
+  scheduler_ = std::make_unique<Scheduler>(sc, *blocks_);
+  executor_ = std::make_unique<Executor>(*model_, *cache_, pool_.get(), args_.max_num_batched_tokens,
+                                         sc.max_logit_rows, args_.max_num_seqs, eos_ids_);
+  outputs_ = std::make_unique<OutputPool>(*tokenizer_);
+  if (!args_.quiet) {
+    const int64_t tokens = cache_->capacity_tokens();
+    std::fprintf(stderr,
+                 "gannet: KV cache %s: %lld blocks x %d tokens = %lld tokens; %.2f sequences of the full context "
+                 "(%lld tokens) fit at once\n",
+                 format_bytes(cache_->bytes()).c_str(), (long long)num_blocks, args_.block_size, (long long)tokens,
+                 double(tokens) / double(max_model_len_), (long long)max_model_len_);
+  }
+}
+
+Engine::~Engine() = default;
+
+void Engine::add_request(const std::string& id, const std::string& prompt, const SamplingParams& params) {
+  if (prompt.empty()) fail("request '", id, "': the prompt is empty");
+  auto req = std::make_unique<Request>();
+  req->id = id;
+  req->prompt = prompt;
+  req->prompt_ids = tokenizer_->encode(prompt, /*add_special_tokens=*/true);
+  req->params = params;
+  add(std::move(req));
+}
+
+void Engine::add_request(const std::string& id, const std::vector<int32_t>& prompt_ids, const SamplingParams& params) {
+  auto req = std::make_unique<Request>();
+  req->id = id;
+  req->prompt_ids = prompt_ids;
+  req->params = params;
+  add(std::move(req));
+}
+
+void Engine::add(std::unique_ptr<Request> req) {
+  const std::string& id = req->id;
+  try {
+    req->params.validate();
+  } catch (const Error& e) {
+    fail("request '", id, "': ", e.what());
+  }
+  if (requests_.count(id)) fail("request id '", id, "' is already in use");
+  const auto& p = req->params;
+  const int64_t n = int64_t(req->prompt_ids.size());
+  if (n == 0) fail("request '", id, "': the prompt is empty");
+  for (int32_t t : req->prompt_ids)
+    if (t < 0 || t >= model_->config().vocab_size)
+      fail("request '", id, "': prompt token id ", t, " is outside the vocabulary (size ", model_->config().vocab_size, ")");
+  if (n + p.max_tokens > max_model_len_)
+    fail("request '", id, "': prompt of ", n, " tokens plus max_tokens ", p.max_tokens, " exceeds the model's context of ",
+         max_model_len_, " tokens");
+  if (blocks_->blocks_for(n + p.max_tokens) > blocks_->num_blocks())
+    fail("request '", id, "': ", n + p.max_tokens, " tokens need more KV blocks than the whole budget holds (",
+         blocks_->num_blocks(), " blocks of ", blocks_->block_size(), " tokens); raise --kv-cache-memory");
+  if (p.n > args_.max_num_seqs) fail("request '", id, "': n = ", p.n, " exceeds --max-num-seqs ", args_.max_num_seqs);
+  req->seed = p.seed ? *p.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  req->metrics.arrival_time = now_seconds();
+  if (p.prompt_logprobs) req->prompt_logprobs.assign(size_t(n), std::nullopt);
+  auto seq = std::make_unique<Sequence>();
+  seq->id = next_seq_id_++;
+  seq->request = req.get();
+  seq->tokens = req->prompt_ids;
+  seq->prompt_len = n;
+  Sequence* s = seq.get();
+  req->seqs.push_back(std::move(seq));
+  requests_[id] = std::move(req);
+  scheduler_->add(s);
+}
+
+void Engine::finish(Sequence& seq, const char* reason) {
+  scheduler_->finish(&seq);
+  outputs_->flush(seq);
+  seq.out.finish_reason = reason;
+}
+
+void Engine::check_stop(Sequence& seq) {
+  const SamplingParams& p = seq.request->params;
+  const int32_t tok = seq.tokens.back();
+  const int64_t outs = seq.num_outputs();
+  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tok) != p.stop_token_ids.end() &&
+      outs >= p.min_tokens) {
+    if (p.include_stop_str_in_output) outputs_->add_token_text(seq);
+    seq.out.stop_reason = tok;
+    return finish(seq, "stop");
+  }
+  if (!p.ignore_eos && outs >= p.min_tokens && std::find(eos_ids_.begin(), eos_ids_.end(), tok) != eos_ids_.end())
+    return finish(seq, "stop");
+  if (auto hit = outputs_->add_token_text(seq)) {
+    seq.out.stop_reason = *hit;
+    return finish(seq, "stop");
+  }
+  if (outs >= p.max_tokens || int64_t(seq.tokens.size()) >= max_model_len_) return finish(seq, "length");
+}
+
+std::vector<RequestOutput> Engine::step() {
+  auto t0 = std::chrono::steady_clock::now();
+  StepPlan plan = scheduler_->schedule();
+  const double now = now_seconds();
+  for (const ScheduledSeq& s : plan.seqs)
+    if (s.seq->request->metrics.first_scheduled_time == 0) s.seq->request->metrics.first_scheduled_time = now;
+  auto t1 = std::chrono::steady_clock::now();
+  StepResult result = executor_->run(plan);
+  auto t2 = std::chrono::steady_clock::now();
+  std::vector<Sequence*> touched = scheduler_->update(result);
+  std::vector<Request*> progressed;  // in the order they progressed
+  const double done_time = now_seconds();
+  for (Sequence* seq : touched) {
+    Request* req = seq->request;
+    if (req->metrics.first_token_time == 0) req->metrics.first_token_time = done_time;
+    check_stop(*seq);
+    if (std::find(progressed.begin(), progressed.end(), req) == progressed.end()) progressed.push_back(req);
+  }
+  auto t3 = std::chrono::steady_clock::now();
+  sched_seconds_ += std::chrono::duration<double>((t1 - t0) + (t3 - t2)).count();
+  ++steps_;
+  std::vector<RequestOutput> out;
+  for (Request* req : progressed) {
+    if (req->finished()) req->metrics.finished_time = done_time;
+    out.push_back(OutputPool::snapshot(*req));
+  }
+  for (const RequestOutput& o : out)
+    if (o.finished) requests_.erase(o.request_id);
+  return out;
+}
+
+void Engine::abort(const std::string& id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  for (auto& s : it->second->seqs) {
+    if (s->finished()) continue;
+    scheduler_->abort(s.get());
+    outputs_->forget(*s);
+    s->out.finish_reason = "abort";
+  }
+  requests_.erase(it);
+}
+
+}  // namespace gannet::engine

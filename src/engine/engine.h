@@ -1,0 +1,77 @@
+// The engine: owns the model, tokenizer, cache, scheduler, executor and output pool, and
+// turns add_request / step / abort into RequestOutputs (DESIGN.md section 2).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/block_manager.h"
+#include "cache/cache_engine.h"
+#include "core/thread_pool.h"
+#include "engine/executor.h"
+#include "engine/output_pool.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "gannet/engine_args.h"
+#include "gannet/request_output.h"
+#include "gannet/sampling_params.h"
+#include "io/checkpoint.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gannet::engine {
+
+class Engine {
+ public:
+  explicit Engine(const EngineArgs& args);
+  ~Engine();
+
+  // Queues a request. Throws gannet::Error (and queues nothing) for bad parameters, an
+  // empty prompt, token ids outside the vocabulary, a prompt plus max_tokens longer than
+  // the context, more KV than the whole budget, or a duplicate id.
+  void add_request(const std::string& id, const std::string& prompt, const SamplingParams& params);
+  void add_request(const std::string& id, const std::vector<int32_t>& prompt_ids, const SamplingParams& params);
+
+  // One scheduling + model step. Returns the requests that progressed; a finished
+  // request is returned once with finished = true and then forgotten.
+  std::vector<RequestOutput> step();
+  void abort(const std::string& id);
+  bool has_unfinished() const { return !requests_.empty(); }
+
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const model::Model& model() const { return *model_; }
+  const EngineArgs& args() const { return args_; }
+  const cache::BlockManager& block_manager() const { return *blocks_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  int64_t max_model_len() const { return max_model_len_; }
+  int64_t num_steps() const { return steps_; }
+  // Seconds spent in schedule() + update() (not the model), for the scheduler figure.
+  double scheduler_seconds() const { return sched_seconds_; }
+
+ private:
+  void add(std::unique_ptr<Request> req);
+  void check_stop(Sequence& seq);
+  void finish(Sequence& seq, const char* reason);
+
+  EngineArgs args_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<io::Checkpoint> checkpoint_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<cache::CacheEngine> cache_;
+  std::unique_ptr<cache::BlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<OutputPool> outputs_;
+  std::vector<int32_t> eos_ids_;
+  int64_t max_model_len_ = 0;
+  std::map<std::string, std::unique_ptr<Request>> requests_;
+  int64_t next_seq_id_ = 1;
+  int64_t steps_ = 0;
+  double sched_seconds_ = 0;
+};
+
+}  // namespace gannet::engine

@@ -1,0 +1,76 @@
+#include "gannet/engine_args.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace gannet {
+
+uint64_t parse_memory_size(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  const std::string num = text.substr(0, i);
+  std::string unit = text.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  char* end = nullptr;
+  const double v = std::strtod(num.c_str(), &end);
+  if (num.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
+    fail("memory size '", text, "' is not a number with an optional unit (e.g. 4GiB, 512MiB, 2GB)");
+  double mult = 1;
+  std::string u;
+  for (char c : unit) u += char(std::tolower(static_cast<unsigned char>(c)));
+  if (u.empty() || u == "b") mult = 1;
+  else if (u == "k" || u == "kb") mult = 1e3;
+  else if (u == "m" || u == "mb") mult = 1e6;
+  else if (u == "g" || u == "gb") mult = 1e9;
+  else if (u == "t" || u == "tb") mult = 1e12;
+  else if (u == "kib") mult = 1024.0;
+  else if (u == "mib") mult = 1024.0 * 1024;
+  else if (u == "gib") mult = 1024.0 * 1024 * 1024;
+  else if (u == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
+  else fail("memory size '", text, "' has an unknown unit '", unit, "' (use B, KB, MB, GB, KiB, MiB, GiB)");
+  return uint64_t(v * mult);
+}
+
+void EngineArgs::apply_environment() {
+  auto env = [](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    return v && *v ? v : nullptr;
+  };
+  auto to_int = [](const char* name, const char* v) {
+    char* end = nullptr;
+    long long x = std::strtoll(v, &end, 10);
+    if (*end != '\0') fail(name, "='", v, "' is not an integer");
+    return int64_t(x);
+  };
+  if (auto v = env("GANNET_THREADS")) threads = int(to_int("GANNET_THREADS", v));
+  if (auto v = env("GANNET_KV_CACHE_MEMORY")) kv_cache_memory = parse_memory_size(v);
+  if (auto v = env("GANNET_MAX_NUM_SEQS")) max_num_seqs = to_int("GANNET_MAX_NUM_SEQS", v);
+  if (auto v = env("GANNET_MAX_NUM_BATCHED_TOKENS")) max_num_batched_tokens = to_int("GANNET_MAX_NUM_BATCHED_TOKENS", v);
+  if (auto v = env("GANNET_BLOCK_SIZE")) block_size = int(to_int("GANNET_BLOCK_SIZE", v));
+  if (auto v = env("GANNET_MAX_MODEL_LEN")) max_model_len = to_int("GANNET_MAX_MODEL_LEN", v);
+}
+
+void EngineArgs::validate() const {
+  if (model.empty()) fail("no model directory given");
+  if (threads < 0) fail("--threads must be >= 1, got ", threads);
+  if (max_num_seqs < 1) fail("--max-num-seqs must be >= 1, got ", max_num_seqs);
+  if (max_num_batched_tokens < 1) fail("--max-num-batched-tokens must be >= 1, got ", max_num_batched_tokens);
+  if (block_size < 1 || block_size > 4096) fail("--block-size must be in [1, 4096], got ", block_size);
+  if (max_model_len < 0) fail("--max-model-len must be >= 1, got ", max_model_len);
+  if (!(watermark >= 0 && watermark < 1)) fail("watermark must be in [0, 1), got ", watermark);
+}
+
+std::string EngineArgs::describe() const {
+  std::ostringstream os;
+  os << "model = " << model << "\nthreads = " << threads << "\nkv_cache_memory = " << kv_cache_memory
+     << "\nmax_num_seqs = " << max_num_seqs << "\nmax_num_batched_tokens = " << max_num_batched_tokens
+     << "\nblock_size = " << block_size << "\nmax_model_len = " << max_model_len
+     << "\nenable_chunked_prefill = " << enable_chunked_prefill << "\nwatermark = " << watermark << "\n";
+  return os.str();
+}
+
+}  // namespace gannet

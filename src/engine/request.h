@@ -1,0 +1,35 @@
+// A request as the engine holds it: its prompt, parameters, samples and metrics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "gannet/request_output.h"
+#include "gannet/sampling_params.h"
+
+namespace gannet::engine {
+
+struct Request {
+  std::string id;
+  std::string prompt;  // text, when given as text
+  std::vector<int32_t> prompt_ids;
+  SamplingParams params;
+  uint64_t seed = 0;
+  std::vector<std::unique_ptr<Sequence>> seqs;  // [n] once forked, [1] before
+  std::vector<std::optional<PositionLogprobs>> prompt_logprobs;  // [prompt_len] when asked
+  RequestMetrics metrics;
+  bool output_sent_finished = false;
+
+  bool finished() const {
+    if (int64_t(seqs.size()) < params.n) return false;
+    for (auto& s : seqs)
+      if (!s->finished()) return false;
+    return true;
+  }
+};
+
+}  // namespace gannet::engine

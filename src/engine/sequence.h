@@ -1,0 +1,41 @@
+// A sequence is one sample of a request: its tokens, how much of them the cache holds,
+// its blocks and state slot, and its epoch (bumped whenever its cached state is thrown
+// away, so results planned before that are recognised as stale and dropped).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/block_manager.h"
+#include "gannet/request_output.h"
+
+namespace gannet::engine {
+
+struct Request;
+
+enum class SeqStatus { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  int64_t id = 0;
+  Request* request = nullptr;
+  int sample_index = 0;   // RNG stream; also the CompletionOutput index
+  SeqStatus status = SeqStatus::kWaiting;
+  std::vector<int32_t> tokens;  // prompt followed by generated tokens
+  int64_t prompt_len = 0;       // the request's prompt length
+  int64_t num_computed = 0;     // leading positions whose K/V are in the cache
+  cache::BlockTable table;
+  uint64_t epoch = 0;
+  int64_t admit_order = 0;      // larger = admitted later (preemption victim order)
+  bool forked = false;          // n > 1 requests fork their samples after the prompt
+  int64_t num_preemptions = 0;
+  CompletionOutput out;         // text, ids, logprobs, finish reason
+
+  int64_t num_outputs() const { return int64_t(tokens.size()) - prompt_len; }
+  // Tokens not in the cache yet (1 in the decode phase).
+  int64_t num_uncomputed() const { return int64_t(tokens.size()) - num_computed; }
+  bool finished() const { return status == SeqStatus::kFinished; }
+};
+
+}  // namespace gannet::engine

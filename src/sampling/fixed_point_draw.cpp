@@ -1,0 +1,194 @@
+#include "sampling/fixed_point_draw.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace gannet::sampling {
+
+namespace {
+
+using u128 = unsigned __int128;
+using Candidate = FixedPointDraw::Candidate;
+
+bool canonical_before(const Candidate& a, const Candidate& b) {
+  if (a.weight != b.weight) return a.weight > b.weight;
+  if (a.logit != b.logit) return a.logit > b.logit;
+  return a.id < b.id;
+}
+
+int bucket_of(uint64_t w) { return int(std::bit_width(w)); }
+
+// P in the top-p rule: p in fixed point with kTopPBits fraction bits.
+uint64_t top_p_fixed(double p) { return uint64_t(p * 0x1p32 + 0.5); }
+
+// The min-p rule's smallest kept weight: ceil(min_p * 2^40), exact (scaling by 2^40 is).
+uint64_t min_p_fixed(double min_p) { return uint64_t(std::ceil(min_p * 0x1p40)); }
+
+// How many leading candidates of c[0, n) top-p keeps. `before`: weight of the (kept)
+// candidates ahead of c[0]; target = P * W. The overall first candidate is always kept.
+int64_t top_p_keep(const Candidate* c, int64_t n, uint64_t before, u128 target) {
+  uint64_t cum = before;
+  for (int64_t j = 0; j < n; ++j) {
+    const bool first = before == 0 && j == 0;
+    if (!first && !((u128(cum) << kTopPBits) < target)) return j;
+    cum += c[j].weight;
+  }
+  return n;
+}
+
+// Candidates are sorted by weight descending, so min-p keeps a prefix.
+int64_t min_p_keep(const Candidate* c, int64_t n, uint64_t min_weight) {
+  int64_t j = 0;
+  while (j < n && c[j].weight >= min_weight) ++j;
+  return j;
+}
+
+// The first of c[0, n) whose cumulative weight (from `before`) exceeds t.
+int32_t pick(const Candidate* c, int64_t n, uint64_t before, uint64_t t) {
+  uint64_t acc = before;
+  for (int64_t j = 0; j < n; ++j) {
+    acc += c[j].weight;
+    if (t < acc) return c[j].id;
+  }
+  GANNET_CHECK(false, "draw threshold ", t, " beyond the kept weight ", acc);
+  return -1;
+}
+
+// floor(r * total / 2^64): uniform over [0, total) up to a bias below total / 2^64.
+uint64_t scale_random(uint64_t r, uint64_t total) { return uint64_t((u128(r) * total) >> 64); }
+
+}  // namespace
+
+int32_t checked_argmax(const float* logits, int64_t n) {
+  int64_t best = 0;
+  bool nan = false;
+  for (int64_t i = 0; i < n; ++i) {
+    nan |= std::isnan(logits[i]);
+    if (logits[i] > logits[best]) best = i;
+  }
+  GANNET_CHECK(!nan, "NaN in a logits row of ", n);
+  GANNET_CHECK(std::isfinite(logits[best]), "logits row max is ", logits[best], " (all masked or overflow)");
+  return int32_t(best);
+}
+
+FixedPointDraw::FixedPointDraw(int64_t vocab_size)
+    : vocab_(vocab_size), weights_(size_t(vocab_size)), cand_(size_t(vocab_size)) {
+  GANNET_CHECK(vocab_size > 0 && vocab_size < (int64_t(1) << 23), "vocab ", vocab_size);
+  ids_.reserve(size_t(vocab_size));
+}
+
+int32_t FixedPointDraw::draw(const float* logits, const DrawFilters& f, uint64_t random) {
+  GANNET_CHECK(f.temperature > 0, "temperature ", f.temperature);
+  if (f.top_k > 0 && f.top_k < vocab_) return draw_top_k(logits, f, random);
+  return draw_bucketed(logits, f, random);
+}
+
+int32_t FixedPointDraw::draw_top_k(const float* logits, const DrawFilters& f, uint64_t random) {
+  const float m = logits[checked_argmax(logits, vocab_)];  // also rules out NaN for the sorts
+  const int64_t k = f.top_k;
+  auto better = [logits](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; };
+  // Streaming selection: keep a buffer of candidates; when full, cut it to the best k and
+  // from then on admit only logits above the k-th (ids rise, so an equal logit loses).
+  const int64_t cap = std::min(vocab_, std::max(2 * k, k + 1024));
+  ids_.clear();
+  bool have_cut = false;
+  float cut = 0;
+  for (int64_t i = 0; i < vocab_; ++i) {
+    if (have_cut && !(logits[i] > cut)) continue;
+    ids_.push_back(int32_t(i));
+    if (int64_t(ids_.size()) == cap) {
+      std::nth_element(ids_.begin(), ids_.begin() + (k - 1), ids_.end(), better);
+      ids_.resize(size_t(k));
+      cut = logits[ids_[size_t(k - 1)]];
+      have_cut = true;
+    }
+  }
+  if (int64_t(ids_.size()) > k) {
+    std::nth_element(ids_.begin(), ids_.begin() + (k - 1), ids_.end(), better);
+    ids_.resize(size_t(k));
+  }
+  uint64_t total = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    const int32_t id = ids_[size_t(j)];
+    cand_[size_t(j)] = {fixed_point_weight(logits[id], m, f.temperature), logits[id], id};
+    total += cand_[size_t(j)].weight;
+  }
+  std::sort(cand_.begin(), cand_.begin() + k, canonical_before);
+  int64_t n = k;
+  if (f.top_p < 1.0) n = top_p_keep(cand_.data(), n, 0, u128(top_p_fixed(f.top_p)) * total);
+  if (f.min_p > 0.0) n = min_p_keep(cand_.data(), n, min_p_fixed(f.min_p));
+  uint64_t kept = 0;
+  for (int64_t j = 0; j < n; ++j) kept += cand_[size_t(j)].weight;
+  return pick(cand_.data(), n, 0, scale_random(random, kept));
+}
+
+int64_t FixedPointDraw::sort_bucket(const float* logits, int bucket) {
+  const int64_t want = bucket_count_[size_t(bucket)];
+  int64_t n = 0;
+  for (int64_t i = 0; i < vocab_ && n < want; ++i)
+    if (bucket_of(weights_[size_t(i)]) == bucket) cand_[size_t(n++)] = {weights_[size_t(i)], logits[i], int32_t(i)};
+  std::sort(cand_.begin(), cand_.begin() + n, canonical_before);
+  return n;
+}
+
+// Weights grouped by bit length: a higher bucket's weights all exceed a lower one's, so
+// buckets are contiguous runs of the canonical order and only the bucket where a cut or
+// the draw lands needs sorting. Bucket sums are integers, hence exact in any order.
+int32_t FixedPointDraw::draw_bucketed(const float* logits, const DrawFilters& f, uint64_t random) {
+  const float m = logits[checked_argmax(logits, vocab_)];
+  bucket_weight_.fill(0);
+  bucket_count_.fill(0);
+  for (int64_t i = 0; i < vocab_; ++i) {
+    const uint64_t w = fixed_point_weight(logits[i], m, f.temperature);
+    weights_[size_t(i)] = w;
+    bucket_weight_[size_t(bucket_of(w))] += w;
+    ++bucket_count_[size_t(bucket_of(w))];
+  }
+  uint64_t total = 0;
+  for (uint64_t s : bucket_weight_) total += s;
+
+  // Kept so far: every bucket above `cut`, plus cand_[0, cut_keep) of bucket `cut`
+  // (sorted in cand_ whenever cut > 0). Bucket 0 holds the zero weights, never kept.
+  int cut = 0;
+  int64_t cut_keep = 0;
+  if (f.top_p < 1.0) {
+    const u128 target = u128(top_p_fixed(f.top_p)) * total;
+    uint64_t before = 0;
+    for (int b = kBuckets - 1; b >= 1; --b) {
+      const uint64_t after = before + bucket_weight_[size_t(b)];
+      if ((u128(after) << kTopPBits) >= target) {  // the next bucket's first is cut
+        const int64_t n = sort_bucket(logits, b);
+        cut = b;
+        cut_keep = top_p_keep(cand_.data(), n, before, target);
+        break;
+      }
+      before = after;
+    }
+  }
+  if (f.min_p > 0.0) {
+    const uint64_t q = min_p_fixed(f.min_p);
+    const int bq = bucket_of(q);
+    if (bq > cut) {
+      const int64_t n = sort_bucket(logits, bq);
+      cut = bq;
+      cut_keep = min_p_keep(cand_.data(), n, q);
+    } else if (bq == cut) {
+      cut_keep = min_p_keep(cand_.data(), cut_keep, q);
+    }
+  }
+
+  uint64_t kept = 0;
+  for (int b = kBuckets - 1; b > cut; --b) kept += bucket_weight_[size_t(b)];
+  if (cut > 0)
+    for (int64_t j = 0; j < cut_keep; ++j) kept += cand_[size_t(j)].weight;
+  const uint64_t t = scale_random(random, kept);
+  uint64_t before = 0;
+  for (int b = kBuckets - 1; b > cut; --b) {
+    if (t < before + bucket_weight_[size_t(b)]) return pick(cand_.data(), sort_bucket(logits, b), before, t);
+    before += bucket_weight_[size_t(b)];
+  }
+  return pick(cand_.data(), cut_keep, before, t);
+}
+
+}  // namespace gannet::sampling
