@@ -14,7 +14,10 @@ std::optional<std::string> OutputPool::add_token_text(Sequence& seq) {
   const SamplingParams& p = seq.request->params;
   std::string& text = seq.out.text;
   const size_t before = text.size();
-  text += detok_for(seq).push(seq.tokens.back());
+  // Models may pad their vocabulary past the tokenizer's (DeepSeek V3: 129280 rows for
+  // 128815 tokens); such ids have no text.
+  const int32_t id = seq.tokens.back();
+  if (id >= 0 && size_t(id) < tok_.vocab_size()) text += detok_for(seq).push(id);
   // Stop strings are looked for once min_tokens are out, in the new text plus the tail
   // that a stop string could straddle.
   if (p.stop.empty() || text.size() == before || seq.num_outputs() <= p.min_tokens) return std::nullopt;
