@@ -22,8 +22,8 @@ constexpr int64_t kMBlock = 64;   // x rows kept in L2 while w tiles stream past
 // Decode streams 2 w rows at a time (two accumulator chains) and prefetches linearly
 // through the tile's contiguous rows kPrefetchAhead bytes ahead: on Zen 5 this measured
 // faster than per-row prefetch or wider tiles (fewer streams for the hardware prefetcher).
-constexpr int kGemvNr = 2;
-constexpr int64_t kPrefetchAhead = 4096;
+constexpr int kGemvNr = 4;
+constexpr int64_t kPrefetchAhead = 8192;
 
 // x: [MR, k] (f32) or [MR, ldx] (bf16, zero-padded); w: [NR, k]; y: [MR, ldy].
 template <int MR, int NR>

@@ -1,0 +1,206 @@
+// Scheduler and block manager without a model: random arrivals, lengths, n, aborts and
+// budgets, with the invariants checked after every step:
+//  - a step's tokens never exceed max_num_batched_tokens, its sequences max_num_seqs;
+//  - every running sequence's blocks cover the positions it has computed;
+//  - block reference counts equal the number of running tables holding each block, and
+//    free + referenced blocks = all blocks; state slots likewise;
+//  - decodes are planned before prompt chunks;
+//  - when everything has finished, all blocks and slots are free again.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+
+#include "cache/block_manager.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+
+using namespace gannet;
+using namespace gannet::engine;
+
+namespace {
+
+struct World {
+  std::vector<std::unique_ptr<Request>> requests;
+  std::vector<Sequence*> all_seqs() const {
+    std::vector<Sequence*> v;
+    for (auto& r : requests)
+      for (auto& s : r->seqs) v.push_back(s.get());
+    return v;
+  }
+};
+
+void check_invariants(const World& w, const cache::BlockManager& bm, const SchedulerConfig& cfg, const StepPlan& plan) {
+  ASSERT_LE(plan.num_tokens, cfg.max_num_batched_tokens);
+  ASSERT_LE(int64_t(plan.seqs.size()), cfg.max_num_seqs);
+  bool seen_prefill = false;
+  for (const ScheduledSeq& s : plan.seqs) {
+    const bool decode = s.count == 1 && s.start > 0 && s.start + 1 == int64_t(s.seq->tokens.size());
+    ASSERT_FALSE(decode && seen_prefill) << "decode planned after a prompt chunk";
+    if (!decode) seen_prefill = true;
+    ASSERT_GE(s.seq->table.num_tokens, s.start + s.count);
+    ASSERT_GE(int64_t(s.seq->table.blocks.size()) * bm.block_size(), s.start + s.count);
+  }
+  std::map<int32_t, int> refs;
+  int64_t slots = 0, running = 0;
+  for (Sequence* s : w.all_seqs()) {
+    if (s->status == SeqStatus::kRunning) {
+      ++running;
+      ASSERT_GE(s->table.state_slot, 0);
+      ++slots;
+      ASSERT_GE(s->table.num_tokens, s->num_computed);
+      for (int32_t b : s->table.blocks) refs[b]++;
+    } else {
+      ASSERT_TRUE(s->table.blocks.empty()) << "a non-running sequence holds blocks";
+      ASSERT_LT(s->table.state_slot, 0);
+    }
+  }
+  ASSERT_LE(running, cfg.max_num_seqs);
+  for (auto& [b, n] : refs) ASSERT_EQ(bm.ref_count(b), n) << "block " << b;
+  ASSERT_EQ(bm.num_free_blocks() + int64_t(refs.size()), bm.num_blocks());
+  ASSERT_EQ(bm.num_free_slots() + slots, bm.num_state_slots());
+}
+
+struct Totals {
+  int64_t requests = 0, preemptions = 0, forks = 0, aborted = 0;
+};
+
+void run_random(uint64_t seed, Totals& totals) {
+  std::mt19937_64 rng(seed);
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 1 + int64_t(rng() % 16);
+  cfg.max_num_batched_tokens = 1 + int64_t(rng() % 96);
+  cfg.chunked_prefill = true;
+  cfg.max_logit_rows = cfg.max_num_seqs + 32;
+  cfg.prompt_logprob_chunk = 32;
+  const int block_size = 1 + int(rng() % 16);
+  const int64_t num_blocks = 8 + int64_t(rng() % 64);
+  cache::BlockManager bm(num_blocks, block_size, cfg.max_num_seqs, int64_t(rng() % 3));
+  Scheduler sched(cfg, bm);
+  World w;
+  int64_t next_id = 1;
+  std::set<Request*> live;
+  int arrivals = 0;
+  for (int step = 0; step < 4000 && (arrivals < 60 || !live.empty()); ++step) {
+    // Random arrivals (sizes that fit the whole budget, as the engine guarantees).
+    if (arrivals < 60 && rng() % 3 == 0) {
+      auto req = std::make_unique<Request>();
+      req->id = "r" + std::to_string(arrivals++);
+      req->params.n = 1 + int(rng() % 3);
+      if (req->params.n > cfg.max_num_seqs) req->params.n = 1;
+      req->params.max_tokens = 1 + int64_t(rng() % 20);
+      if (rng() % 5 == 0) req->params.prompt_logprobs = 1;
+      const int64_t cap = num_blocks * block_size;
+      int64_t len = 1 + int64_t(rng() % 60);
+      if (len + req->params.max_tokens > cap) len = std::max<int64_t>(1, cap - req->params.max_tokens);
+      if (len + req->params.max_tokens > cap) continue;
+      for (int64_t i = 0; i < len; ++i) req->prompt_ids.push_back(int32_t(rng() % 1000));
+      auto seq = std::make_unique<Sequence>();
+      seq->id = next_id++;
+      seq->request = req.get();
+      seq->tokens = req->prompt_ids;
+      seq->prompt_len = len;
+      sched.add(seq.get());
+      req->seqs.push_back(std::move(seq));
+      live.insert(req.get());
+      w.requests.push_back(std::move(req));
+    }
+    StepPlan plan = sched.schedule();
+    check_invariants(w, bm, cfg, plan);
+    // Fake executor: token = hash of (seq, position); a result may turn stale below.
+    StepResult res;
+    for (const ScheduledSeq& s : plan.seqs) {
+      SeqResult r;
+      r.seq = s.seq;
+      r.epoch = s.epoch;
+      r.count = s.count;
+      for (int k = 0; k < s.num_samples; ++k) r.samples.push_back({int32_t((s.seq->id * 31 + k + s.start) % 1000), 0.f, {}});
+      res.seqs.push_back(r);
+    }
+    // Random aborts between planning and results: their results must be dropped.
+    if (!live.empty() && rng() % 25 == 0) {
+      auto it = live.begin();
+      std::advance(it, long(rng() % live.size()));
+      for (auto& s : (*it)->seqs)
+        if (!s->finished()) sched.abort(s.get());
+      live.erase(it);
+    }
+    for (Sequence* s : sched.update(res)) {
+      if (s->num_outputs() >= s->request->params.max_tokens) sched.finish(s);
+    }
+    for (auto it = live.begin(); it != live.end();) {
+      if ((*it)->finished()) it = live.erase(it);
+      else ++it;
+    }
+    check_invariants(w, bm, cfg, StepPlan{});
+  }
+  EXPECT_TRUE(live.empty()) << "requests still unfinished after 4000 steps (livelock?)";
+  totals.requests += int64_t(w.requests.size());
+  totals.preemptions += sched.num_preemptions();
+  for (auto& r : w.requests) totals.forks += int64_t(r->seqs.size()) - 1;
+  EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
+  EXPECT_EQ(bm.num_free_slots(), bm.num_state_slots());
+  for (auto& r : w.requests) {
+    for (auto& s : r->seqs) {
+      EXPECT_LE(s->num_outputs(), r->params.max_tokens);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(SchedulerRandom, InvariantsHoldEveryStep) {
+  Totals t;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    run_random(seed, t);
+    if (HasFatalFailure()) return;
+  }
+  // The random worlds must actually exercise the interesting paths.
+  EXPECT_GT(t.requests, 1000);
+  EXPECT_GT(t.preemptions, 50);
+  EXPECT_GT(t.forks, 100);
+  std::printf("%lld requests, %lld preemptions, %lld forked samples\n", (long long)t.requests,
+              (long long)t.preemptions, (long long)t.forks);
+}
+
+TEST(BlockManager, CopyOnWriteAndForkRefcounts) {
+  cache::BlockManager bm(10, 4, 4, 0);
+  cache::BlockTable a, b;
+  bm.admit(a, 6);  // 2 blocks, second half full
+  ASSERT_EQ(a.blocks.size(), 2u);
+  bm.fork(a, b);
+  EXPECT_EQ(bm.ref_count(a.blocks[0]), 2);
+  EXPECT_EQ(bm.ref_count(a.blocks[1]), 2);
+  std::vector<cache::BlockCopy> copies;
+  bm.grow(b, 7, copies);  // writes position 6 in the shared second block: copy it
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].src, a.blocks[1]);
+  EXPECT_EQ(copies[0].dst, b.blocks[1]);
+  EXPECT_NE(a.blocks[1], b.blocks[1]);
+  EXPECT_EQ(bm.ref_count(a.blocks[0]), 2);
+  EXPECT_EQ(bm.ref_count(a.blocks[1]), 1);
+  copies.clear();
+  bm.grow(a, 7, copies);  // a is now the only owner: no copy
+  EXPECT_TRUE(copies.empty());
+  bm.grow(a, 9, copies);  // position 8 starts a new block
+  EXPECT_TRUE(copies.empty());
+  EXPECT_EQ(a.blocks.size(), 3u);
+  bm.release(a);
+  bm.release(b);
+  EXPECT_EQ(bm.num_free_blocks(), 10);
+  EXPECT_EQ(bm.num_free_slots(), 4);
+}
+
+TEST(BlockManager, AdmissionKeepsTheWatermark) {
+  cache::BlockManager bm(10, 4, 8, 2);
+  EXPECT_TRUE(bm.can_admit(32));   // 8 blocks, leaves 2
+  EXPECT_FALSE(bm.can_admit(33));  // 9 blocks would eat into the watermark
+  cache::BlockTable t;
+  bm.admit(t, 32);
+  EXPECT_TRUE(bm.can_grow(t, 40));  // running sequences may use the watermark
+  EXPECT_FALSE(bm.can_grow(t, 41));
+  bm.release(t);
+}
