@@ -1,6 +1,12 @@
 #include "sampling/fixed_point_draw.h"
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/error.h"
 
@@ -60,20 +66,39 @@ uint64_t scale_random(uint64_t r, uint64_t total) { return uint64_t((u128(r) * t
 
 }  // namespace
 
+// Max value first (vectorised where SSE2 is there: maxps keeps the second operand on
+// NaN, which the unordered-compare mask reports), then its lowest index.
 int32_t checked_argmax(const float* logits, int64_t n) {
-  int64_t best = 0;
+  GANNET_CHECK(n > 0);
+  float best = -std::numeric_limits<float>::infinity();
   bool nan = false;
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  __m128 m0 = _mm_set1_ps(best), m1 = m0, bad = _mm_setzero_ps();
+  for (; i + 8 <= n; i += 8) {
+    const __m128 a = _mm_loadu_ps(logits + i), b = _mm_loadu_ps(logits + i + 4);
+    bad = _mm_or_ps(bad, _mm_cmpunord_ps(a, b));
+    m0 = _mm_max_ps(m0, a);
+    m1 = _mm_max_ps(m1, b);
+  }
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, _mm_max_ps(m0, m1));
+  for (float x : lanes) best = x > best ? x : best;
+  nan = _mm_movemask_ps(bad) != 0;
+#endif
+  for (; i < n; ++i) {
     nan |= std::isnan(logits[i]);
-    if (logits[i] > logits[best]) best = i;
+    best = logits[i] > best ? logits[i] : best;
   }
   GANNET_CHECK(!nan, "NaN in a logits row of ", n);
-  GANNET_CHECK(std::isfinite(logits[best]), "logits row max is ", logits[best], " (all masked or overflow)");
-  return int32_t(best);
+  GANNET_CHECK(std::isfinite(best), "logits row max is ", best, " (all masked or overflow)");
+  int64_t at = 0;
+  while (logits[at] != best) ++at;
+  return int32_t(at);
 }
 
 FixedPointDraw::FixedPointDraw(int64_t vocab_size)
-    : vocab_(vocab_size), weights_(size_t(vocab_size)), cand_(size_t(vocab_size)) {
+    : vocab_(vocab_size), weights_(size_t(vocab_size)), bucket_of_(size_t(vocab_size)), cand_(size_t(vocab_size)) {
   GANNET_CHECK(vocab_size > 0 && vocab_size < (int64_t(1) << 23), "vocab ", vocab_size);
   ids_.reserve(size_t(vocab_size));
 }
@@ -111,7 +136,7 @@ int32_t FixedPointDraw::draw_top_k(const float* logits, const DrawFilters& f, ui
   uint64_t total = 0;
   for (int64_t j = 0; j < k; ++j) {
     const int32_t id = ids_[size_t(j)];
-    cand_[size_t(j)] = {fixed_point_weight(logits[id], m, f.temperature), logits[id], id};
+    cand_[size_t(j)] = {fixed_point_weight(logits[id], m, 1.0 / f.temperature), logits[id], id};
     total += cand_[size_t(j)].weight;
   }
   std::sort(cand_.begin(), cand_.begin() + k, canonical_before);
@@ -124,10 +149,13 @@ int32_t FixedPointDraw::draw_top_k(const float* logits, const DrawFilters& f, ui
 }
 
 int64_t FixedPointDraw::sort_bucket(const float* logits, int bucket) {
-  const int64_t want = bucket_count_[size_t(bucket)];
+  const uint8_t* begin = bucket_of_.data();
+  const uint8_t* end = begin + vocab_;
   int64_t n = 0;
-  for (int64_t i = 0; i < vocab_ && n < want; ++i)
-    if (bucket_of(weights_[size_t(i)]) == bucket) cand_[size_t(n++)] = {weights_[size_t(i)], logits[i], int32_t(i)};
+  for (const uint8_t* at = begin; (at = static_cast<const uint8_t*>(std::memchr(at, bucket, size_t(end - at)))); ++at) {
+    const int64_t i = at - begin;
+    cand_[size_t(n++)] = {weights_[size_t(i)], logits[i], int32_t(i)};
+  }
   std::sort(cand_.begin(), cand_.begin() + n, canonical_before);
   return n;
 }
@@ -137,16 +165,31 @@ int64_t FixedPointDraw::sort_bucket(const float* logits, int bucket) {
 // the draw lands needs sorting. Bucket sums are integers, hence exact in any order.
 int32_t FixedPointDraw::draw_bucketed(const float* logits, const DrawFilters& f, uint64_t random) {
   const float m = logits[checked_argmax(logits, vocab_)];
-  bucket_weight_.fill(0);
-  bucket_count_.fill(0);
-  for (int64_t i = 0; i < vocab_; ++i) {
-    const uint64_t w = fixed_point_weight(logits[i], m, f.temperature);
-    weights_[size_t(i)] = w;
-    bucket_weight_[size_t(bucket_of(w))] += w;
-    ++bucket_count_[size_t(bucket_of(w))];
+  const double inv_t = 1.0 / f.temperature;
+  // With min-p alone, a token whose logit is clearly below the min-p cut can never be
+  // kept and no total over all tokens is needed: it is given weight 0 without an exp.
+  // The margin (1e-6 in log space, against exp's ~1e-16 error) keeps this exact for
+  // min_p >= 2^-20, where min_p * 2^40 * 1e-6 exceeds the 0.5 of the rounding.
+  double skip_below = -std::numeric_limits<double>::infinity();
+  if (f.top_p >= 1.0 && f.min_p >= 0x1p-20) skip_below = std::log(f.min_p) - 1e-6;
+  const int64_t v = vocab_;
+  uint64_t* const weights = weights_.data();
+  uint8_t* const buckets = bucket_of_.data();
+  // Four interleaved histograms shorten the store-to-load chains on a popular bucket.
+  uint64_t sums[4][kBuckets] = {};
+  for (int64_t i = 0; i < v; ++i) {
+    const bool skip = (double(logits[i]) - double(m)) * inv_t < skip_below;
+    const uint64_t w = skip ? 0 : fixed_point_weight(logits[i], m, inv_t);
+    const int b = bucket_of(w);
+    weights[i] = w;
+    buckets[i] = uint8_t(b);
+    sums[i & 3][b] += w;
   }
   uint64_t total = 0;
-  for (uint64_t s : bucket_weight_) total += s;
+  for (int b = 0; b < kBuckets; ++b) {
+    bucket_weight_[size_t(b)] = sums[0][b] + sums[1][b] + sums[2][b] + sums[3][b];
+    total += bucket_weight_[size_t(b)];
+  }
 
   // Kept so far: every bucket above `cut`, plus cand_[0, cut_keep) of bucket `cut`
   // (sorted in cand_ whenever cut > 0). Bucket 0 holds the zero weights, never kept.

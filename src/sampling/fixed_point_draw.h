@@ -3,7 +3,7 @@
 //
 // The scheme (the specification; the implementation only avoids work, never changes it):
 //   m    = max_i l_i over the row (l: float logits after penalties).
-//   w_i  = floor(2^40 * exp((double(l_i) - double(m)) / T) + 0.5)      (uint64; std::exp)
+//   w_i  = floor(2^40 * exp((double(l_i) - double(m)) * (1.0 / T)) + 0.5)   (std::exp)
 //          so the most likely token weighs exactly 2^40 and a token below ~2^-41 of it
 //          weighs 0 and can never be drawn. A 129k vocabulary sums to < 2^58.
 //   top-k: K = the first k ids in the order (l desc, id asc); k <= 0 or k >= vocab: all.
@@ -32,11 +32,11 @@ namespace gannet::sampling {
 inline constexpr int kWeightBits = 40;  // w of the most likely token = 2^kWeightBits
 inline constexpr int kTopPBits = 32;    // resolution of top_p
 
-// Fixed-point weight of a logit relative to the row max at temperature T > 0.
-inline uint64_t fixed_point_weight(float logit, float max_logit, double temperature) {
-  const double d = (double(logit) - double(max_logit)) / temperature;
+// Fixed-point weight of a logit relative to the row max; inv_temperature = 1.0 / T.
+inline uint64_t fixed_point_weight(float logit, float max_logit, double inv_temperature) {
+  const double d = (double(logit) - double(max_logit)) * inv_temperature;
   if (!(d >= -30.0)) return 0;  // exp(-30) * 2^40 ~ 0.10 rounds to 0 anyway; also -inf
-  return uint64_t(std::exp(d) * 0x1p40 + 0.5);
+  return uint64_t(int64_t(std::exp(d) * 0x1p40 + 0.5));  // < 2^41: the signed conversion is exact and cheaper
 }
 
 struct DrawFilters {
@@ -73,9 +73,9 @@ class FixedPointDraw {
   int64_t vocab_;
   std::vector<int32_t> ids_;        // [vocab] top-k selection buffer
   std::vector<uint64_t> weights_;   // [vocab] w_i by id (bucketed path)
+  std::vector<uint8_t> bucket_of_;  // [vocab] bit length of w_i (bucketed path)
   std::vector<Candidate> cand_;     // [vocab] candidates in canonical order
   std::array<uint64_t, kBuckets> bucket_weight_{};  // sum of w per bit length
-  std::array<int64_t, kBuckets> bucket_count_{};
 };
 
 }  // namespace gannet::sampling

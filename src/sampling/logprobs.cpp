@@ -4,14 +4,12 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "sampling/fixed_point_draw.h"
 
 namespace gannet::sampling {
 
 double log_normalizer(const float* logits, int64_t n) {
-  GANNET_CHECK(n > 0);
-  float m = logits[0];
-  for (int64_t i = 1; i < n; ++i) m = std::max(m, logits[i]);
-  const double md = m;
+  const double md = logits[checked_argmax(logits, n)];
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += std::exp(double(logits[i]) - md);
   return md + std::log(sum);

@@ -36,7 +36,7 @@ int32_t reference_draw(const std::vector<float>& l, const DrawFilters& f, uint64
   std::vector<C> c;
   for (int64_t j = 0; j < k; ++j) {
     const int32_t id = order[size_t(j)];
-    const double e = std::exp((double(l[id]) - m) / f.temperature);
+    const double e = std::exp((double(l[id]) - m) * (1.0 / f.temperature));
     c.push_back({uint64_t(e * 1099511627776.0 + 0.5), l[id], id});
   }
   std::sort(c.begin(), c.end(), [](const C& a, const C& b) {

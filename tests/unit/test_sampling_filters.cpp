@@ -179,7 +179,7 @@ TEST(SamplingFilters, MinPAppliesAfterTopP) {
 }
 
 TEST(SamplingFilters, FixedPointWeights) {
-  EXPECT_EQ(fixed_point_weight(3.0f, 3.0f, 0.7), uint64_t(1) << 40);
+  EXPECT_EQ(fixed_point_weight(3.0f, 3.0f, 1 / 0.7), uint64_t(1) << 40);
   EXPECT_EQ(fixed_point_weight(-kInf, 3.0f, 1.0), 0u);
   EXPECT_EQ(fixed_point_weight(-27.0f, 3.0f, 1.0), 0u);  // e^-30 * 2^40 ~ 0.1
   const double half = std::log(0.5);
