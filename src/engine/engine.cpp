@@ -124,6 +124,9 @@ void Engine::add(std::unique_ptr<Request> req) {
   if (blocks_->blocks_for(n + p.max_tokens) > blocks_->num_blocks())
     fail("request '", id, "': ", n + p.max_tokens, " tokens need more KV blocks than the whole budget holds (",
          blocks_->num_blocks(), " blocks of ", blocks_->block_size(), " tokens); raise --kv-cache-memory");
+  for (int32_t t : p.stop_token_ids)
+    if (t >= model_->config().vocab_size)
+      fail("request '", id, "': stop token id ", t, " is outside the vocabulary (size ", model_->config().vocab_size, ")");
   if (p.n > args_.max_num_seqs) fail("request '", id, "': n = ", p.n, " exceeds --max-num-seqs ", args_.max_num_seqs);
   req->seed = p.seed ? *p.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
   req->metrics.arrival_time = now_seconds();

@@ -133,10 +133,11 @@ int32_t FixedPointDraw::draw_top_k(const float* logits, const DrawFilters& f, ui
     std::nth_element(ids_.begin(), ids_.begin() + (k - 1), ids_.end(), better);
     ids_.resize(size_t(k));
   }
+  const double inv_t = 1.0 / f.temperature;
   uint64_t total = 0;
   for (int64_t j = 0; j < k; ++j) {
     const int32_t id = ids_[size_t(j)];
-    cand_[size_t(j)] = {fixed_point_weight(logits[id], m, 1.0 / f.temperature), logits[id], id};
+    cand_[size_t(j)] = {fixed_point_weight(logits[id], m, inv_t), logits[id], id};
     total += cand_[size_t(j)].weight;
   }
   std::sort(cand_.begin(), cand_.begin() + k, canonical_before);

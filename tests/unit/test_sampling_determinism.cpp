@@ -106,6 +106,25 @@ TEST(SamplingDeterminism, FastPathsEqualTheFullSortDefinition) {
   EXPECT_GT(checked, 1000);
 }
 
+TEST(SamplingDeterminism, MinPShortcutIsExactAtItsThreshold) {
+  // Logits packed around m + ln(min_p): the bucketed path skips the exp for tokens below
+  // the cut by a margin; the kept set (hence every draw) must still match the definition.
+  std::mt19937_64 g(3);
+  for (double min_p : {0x1p-20, 0.003, 0.05, 0.3, 0.999}) {
+    std::vector<float> l = {0.0f};
+    const double cut = std::log(min_p);
+    for (int i = -400; i <= 400; ++i) l.push_back(float(cut + i * 1e-8 * std::max(1.0, -cut)));
+    FixedPointDraw draw(int64_t(l.size()));
+    for (double t : {1.0, 0.999999, 1.000001}) {
+      const DrawFilters f{t, 0, 1.0, min_p};
+      for (int trial = 0; trial < 200; ++trial) {
+        const uint64_t r = trial == 0 ? ~uint64_t(0) : g();  // all ones: the last token kept
+        ASSERT_EQ(draw.draw(l.data(), f, r), reference_draw(l, f, r)) << "min_p " << min_p << " T " << t;
+      }
+    }
+  }
+}
+
 TEST(SamplingDeterminism, FastPathsEqualTheDefinitionAtFullVocabulary) {
   constexpr int64_t kVocab = 129280;
   std::mt19937_64 g(7);
