@@ -31,9 +31,10 @@ void ThreadPool::run_range(int index) {
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    // Spin briefly: decode issues many short loops back to back.
+    // Spin briefly (tens of microseconds): decode issues many short loops back to back,
+    // but on a busy machine a spinning thread steals the core from the one it waits for.
     uint64_t g = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; g == seen && spin < 20000; ++spin) {
+    for (int spin = 0; g == seen && spin < 2000; ++spin) {
       __builtin_ia32_pause();
       g = generation_.load(std::memory_order_acquire);
     }
@@ -66,7 +67,10 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   }
   cv_.notify_all();
   run_range(0);
-  while (pending_.load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < 2000) __builtin_ia32_pause();
+    else std::this_thread::yield();  // a worker may be descheduled: give it the core
+  }
 }
 
 namespace {
