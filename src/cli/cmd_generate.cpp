@@ -164,6 +164,16 @@ int cmd_generate(const Args& args) {
     }
   }
   std::fflush(stdout);
+  if (items.size() == 1 && items[0].output) {
+    // One request: split its time into prefill (to the first token) and decode.
+    const RequestOutput& o = *items[0].output;
+    const double prefill = o.metrics.first_token_time - o.metrics.first_scheduled_time;
+    const double decode = o.metrics.finished_time - o.metrics.first_token_time;
+    const size_t outs = o.outputs.at(0).token_ids.size();
+    std::fprintf(stderr, "[prefill %zu tokens in %.3f s (%.1f tok/s); decode %zu tokens in %.3f s (%.2f tok/s)]\n",
+                 o.prompt_token_ids.size(), prefill, double(o.prompt_token_ids.size()) / std::max(prefill, 1e-9),
+                 outs > 0 ? outs - 1 : 0, decode, outs > 1 ? double(outs - 1) / std::max(decode, 1e-9) : 0.0);
+  }
   std::fprintf(stderr, "[%zu requests, %llu tokens generated in %.2f s (%.1f tok/s), %lld steps, %lld preemptions]\n",
                done, (unsigned long long)gen_tokens, secs, double(gen_tokens) / std::max(secs, 1e-9),
                (long long)eng.num_steps(), (long long)eng.scheduler().num_preemptions());
