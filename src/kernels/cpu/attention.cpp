@@ -16,7 +16,9 @@ namespace gannet::kernels {
 
 namespace ref {
 
-GANNET_ATTEND_ONE(attend_one) {
+namespace {
+void attend_one(const float* q, int head_dim, float scale, int64_t n_ctx, const int32_t* block_table,
+                const KvCacheLayer& kv, int kv_head, float* scores, float* out) {
   for (int64_t j = 0; j < n_ctx; ++j)
     scores[j] = dot_f32_ref(q, kv.k + kv_offset(kv, block_table, j, kv_head, head_dim), head_dim) * scale;
   float m = -INFINITY;
@@ -30,6 +32,13 @@ GANNET_ATTEND_ONE(attend_one) {
   }
   for (int d = 0; d < head_dim; ++d) out[d] = out[d] / sum;
 }
+}  // namespace
+
+GANNET_ATTEND_HEADS(attend_heads) {
+  for (int g = 0; g < n_q; ++g)
+    attend_one(q + int64_t(g) * head_dim, head_dim, scale, n_ctx, block_table, kv, kv_head,
+               scores + g * ld, out + int64_t(g) * head_dim);
+}
 
 }  // namespace ref
 
@@ -38,26 +47,31 @@ void attention_isa(Isa isa, const float* q, int64_t n_tokens, int n_heads, int n
                    const AttentionSeq* seqs, const KvCacheLayer& kv, float* out, ThreadPool* pool) {
   GANNET_CHECK(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "n_heads=", n_heads, " n_kv_heads=", n_kv_heads);
   GANNET_CHECK(head_dim > 0 && kv.block_size > 0, "head_dim=", head_dim, " block_size=", kv.block_size);
-  auto one = pick_variant(isa, ref::attend_one, avx2::attend_one, avx512::attend_one);
+  auto heads = pick_variant(isa, ref::attend_heads, avx2::attend_heads, avx512::attend_heads);
   const int group = n_heads / n_kv_heads;
-  // Unit u = (head h, token t) with u = h * n_tokens + t: a thread's contiguous range then
-  // covers whole heads (balanced over prefill's growing contexts) and neighbouring heads
-  // share a kv head, so its K/V stay in cache.
+  // A unit is (kv head or single query head, token), numbered head-major so a thread's
+  // contiguous range covers whole heads (balanced over prefill's growing contexts).
+  // Whole GQA groups read each K/V row once for the group; single heads give more units
+  // when there are few (decode with few kv heads). The bits are the same either way.
+  const int threads = pool ? pool->size() : 1;
+  const int per_unit = n_tokens * n_kv_heads >= 2 * threads ? group : 1;
+  const int n_units_per_token = n_heads / per_unit;
   auto run = [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scores;  // [n_ctx rounded up to 16], grows only
+    thread_local std::vector<float> scores;  // [per_unit, ld], grows only
     for (int64_t u = begin; u < end; ++u) {
-      const int h = int(u / n_tokens);
+      const int h0 = int(u / n_tokens) * per_unit;
       const int64_t t = u % n_tokens;
       const int64_t n_ctx = int64_t(token_pos[t]) + 1;
       GANNET_CHECK(n_ctx >= 1, "token ", t, " has position ", token_pos[t]);
-      if (int64_t(scores.size()) < n_ctx + 16) scores.resize(n_ctx + 16);
-      const int64_t row = (t * n_heads + h) * int64_t(head_dim);
-      one(q + row, head_dim, scale, n_ctx, seqs[token_seq[t]].block_table, kv, h / group,
-          scores.data(), out + row);
+      const int64_t ld = (n_ctx + 15) / 16 * 16 + 16;
+      if (int64_t(scores.size()) < per_unit * ld) scores.resize(per_unit * ld);
+      const int64_t row = (t * n_heads + h0) * int64_t(head_dim);
+      heads(q + row, per_unit, head_dim, scale, n_ctx, seqs[token_seq[t]].block_table, kv,
+            h0 / group, scores.data(), ld, out + row);
     }
   };
-  const int64_t units = n_tokens * n_heads;
-  if (!pool || pool->size() == 1) run(0, units);
+  const int64_t units = n_tokens * n_units_per_token;
+  if (threads == 1) run(0, units);
   else pool->parallel_for(units, [&](int64_t b, int64_t e, int) { run(b, e); });
 }
 

@@ -1,5 +1,5 @@
-// AVX2 attention for one (token, head): the canonical 16-lane dot per key in two ymm,
-// exp and sum 16 lanes at a time, values accumulated over j in order, 8 channels per
+// AVX2 attention, one query head at a time: the canonical 16-lane dot per key in two
+// ymm, exp and sum 16 lanes at a time, values accumulated over j in order, 8 channels per
 // register.
 #pragma GCC optimize("fp-contract=off")  // see simd_avx2.h
 // Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
@@ -15,10 +15,11 @@
 namespace gannet::kernels::avx2 {
 
 namespace {
-constexpr int kRegChunks = 8;  // 8-channel output chunks held in registers per pass
-}
 
-GANNET_ATTEND_ONE(attend_one) {
+constexpr int kRegChunks = 8;  // 8-channel output chunks held in registers per pass
+
+void attend_one(const float* q, int head_dim, float scale, int64_t n_ctx, const int32_t* block_table,
+                const KvCacheLayer& kv, int kv_head, float* scores, float* out) {
   // Scores: lanes 0-7 of the canonical accumulator come from channels 16c..16c+7.
   float m = -INFINITY;
   for (int64_t j = 0; j < n_ctx; ++j) {
@@ -67,6 +68,14 @@ GANNET_ATTEND_ONE(attend_one) {
     for (int c = 0; c < gc; ++c)
       _mm256_maskstore_ps(out + 8 * (c0 + c), mask[c], _mm256_div_ps(acc[c], total));
   }
+}
+
+}  // namespace
+
+GANNET_ATTEND_HEADS(attend_heads) {
+  for (int g = 0; g < n_q; ++g)
+    attend_one(q + int64_t(g) * head_dim, head_dim, scale, n_ctx, block_table, kv, kv_head,
+               scores + g * ld, out + int64_t(g) * head_dim);
 }
 
 }  // namespace gannet::kernels::avx2

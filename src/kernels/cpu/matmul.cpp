@@ -15,7 +15,7 @@ namespace gannet::kernels {
 namespace {
 
 // Column ranges handed to threads are multiples of this, so they start on tile edges of
-// every variant (register tiles are 1, 2, 4 or 8 columns wide).
+// every variant (register tiles are 1, 2 or 4 columns wide).
 constexpr int64_t kColumnGrain = 16;
 
 template <typename Fn>

@@ -19,9 +19,9 @@ namespace {
 
 constexpr int kMr = 2, kNr = 2;   // 8 accumulator registers of 16
 constexpr int64_t kMBlock = 64;
-// Decode: 2 w rows at a time with a linear prefetch through the tile (see matmul_avx512.cpp).
-constexpr int kGemvNr = 2;
-constexpr int64_t kPrefetchAhead = 8192;
+// Decode: one w row at a time with a linear prefetch (see matmul_avx512.cpp).
+constexpr int kGemvNr = 1;
+constexpr int64_t kPrefetchAhead = 4096;
 
 // x: [MR, k]; w: [NR, k]; y: [MR, ldy].
 template <int MR, int NR>

@@ -19,11 +19,11 @@ namespace {
 
 constexpr int kMr = 4, kNr = 4;   // prefill tile: 16 accumulators + 4 x + 4 w registers
 constexpr int64_t kMBlock = 64;   // x rows kept in L2 while w tiles stream past
-// Decode streams 2 w rows at a time (two accumulator chains) and prefetches linearly
-// through the tile's contiguous rows kPrefetchAhead bytes ahead: on Zen 5 this measured
-// faster than per-row prefetch or wider tiles (fewer streams for the hardware prefetcher).
-constexpr int kGemvNr = 4;
-constexpr int64_t kPrefetchAhead = 8192;
+// Decode streams one w row at a time and prefetches linearly kPrefetchAhead bytes ahead
+// (through the next row): on Zen 5 this measured faster than 2-8 rows side by side or
+// per-row prefetch, as the hardware prefetcher then sees a single sequential stream.
+constexpr int kGemvNr = 1;
+constexpr int64_t kPrefetchAhead = 4096;
 
 // x: [MR, k] (f32) or [MR, ldx] (bf16, zero-padded); w: [NR, k]; y: [MR, ldy].
 template <int MR, int NR>
