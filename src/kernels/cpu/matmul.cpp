@@ -18,9 +18,14 @@ namespace {
 // every variant (register tiles are 1, 2 or 4 columns wide).
 constexpr int64_t kColumnGrain = 16;
 
+// Below this many multiply-adds a call runs on the calling thread: waking the pool costs
+// more than the work (tiny models, test shapes). Which thread computes a column never
+// changes its bits, so this is only a speed decision.
+constexpr int64_t kMinParallelMacs = int64_t(1) << 17;
+
 template <typename Fn>
-void over_columns(int64_t n, ThreadPool* pool, const Fn& fn) {
-  if (!pool || pool->size() == 1) {
+void over_columns(int64_t macs, int64_t n, ThreadPool* pool, const Fn& fn) {
+  if (!pool || pool->size() == 1 || macs < kMinParallelMacs) {
     fn(0, n);
     return;
   }
@@ -47,7 +52,7 @@ void matmul_f32_isa(Isa isa, const float* x, int64_t m, int64_t k, const float* 
   GANNET_CHECK(m >= 0 && k >= 0 && n >= 0, "m=", m, " k=", k, " n=", n);
   if (m == 0 || n == 0) return;
   auto cols = pick_variant(isa, ref::matmul_f32_cols, avx2::matmul_f32_cols, avx512::matmul_f32_cols);
-  over_columns(n, pool, [&](int64_t b, int64_t e) { cols(x, m, k, w, b, e, y, n); });
+  over_columns(m * n * k, n, pool, [&](int64_t b, int64_t e) { cols(x, m, k, w, b, e, y, n); });
 }
 
 void matmul_bf16_isa(Isa isa, const float* x, int64_t m, int64_t k, const uint16_t* w,
@@ -57,7 +62,7 @@ void matmul_bf16_isa(Isa isa, const float* x, int64_t m, int64_t k, const uint16
   const int64_t ldx = (k + kBf16Chunk - 1) / kBf16Chunk * kBf16Chunk;
   const uint16_t* xb = to_bf16_padded(x, m, k, ldx);
   auto cols = pick_variant(isa, ref::matmul_bf16_cols, avx2::matmul_bf16_cols, avx512::matmul_bf16_cols);
-  over_columns(n, pool, [&](int64_t b, int64_t e) { cols(xb, ldx, m, k, w, b, e, y, n); });
+  over_columns(m * n * k, n, pool, [&](int64_t b, int64_t e) { cols(xb, ldx, m, k, w, b, e, y, n); });
 }
 
 void matmul_f32(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
