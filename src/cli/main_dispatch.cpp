@@ -14,6 +14,7 @@ const char* kUsage =
     "usage: gannet <command> [flags]\n"
     "\n"
     "commands:\n"
+    "  bench       roofline | decode | prefill | throughput benchmarks against measured limits\n"
     "  generate    generate text from a model (--model DIR --prompt TEXT | --prompts FILE.jsonl)\n"
     "  info        describe a checkpoint (--model DIR [--json])\n"
     "  make-model  write a random-weight checkpoint (--arch llama|qwen2|qwen3 --preset tiny|small|1b)\n"
@@ -31,6 +32,7 @@ int main_dispatch(int argc, char** argv) {
   std::string cmd = argv[1];
   Args args(argv + 2, argv + argc);
   try {
+    if (cmd == "bench") return cmd_bench(args);
     if (cmd == "generate") return cmd_generate(args);
     if (cmd == "info") return cmd_info(args);
     if (cmd == "make-model") return cmd_make_model(args);

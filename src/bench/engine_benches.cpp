@@ -1,0 +1,267 @@
+#include "bench/engine_benches.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "core/progress_bar.h"
+#include "engine/engine.h"
+#include "engine/flops_estimator.h"
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+
+namespace gannet::bench {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const size_t lo = size_t(std::floor(pos)), hi = size_t(std::ceil(pos));
+  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
+
+// Bytes per weight element of the checkpoint (2 for bf16, 4 for f32).
+double weight_elem_bytes(const std::string& model) {
+  io::Checkpoint ck(model);
+  return ck.total_elements() ? double(ck.total_bytes()) / double(ck.total_elements()) : 4.0;
+}
+
+// Deterministic synthetic prompt ids in the ordinary part of the vocabulary.
+std::vector<int32_t> synthetic_prompt(int64_t len, int64_t salt) {
+  std::vector<int32_t> ids(static_cast<size_t>(len));
+  uint64_t x = 0x9e3779b97f4a7c15ull * uint64_t(salt + 1);
+  for (auto& id : ids) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    id = int32_t(1000 + x % 90000);
+  }
+  return ids;
+}
+
+EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t max_tokens_per_seq,
+                       int64_t max_batched) {
+  EngineArgs a;
+  a.model = o.model;
+  a.threads = o.threads;
+  a.quiet = true;
+  a.max_num_seqs = std::max<int64_t>(1, max_seqs);
+  a.max_num_batched_tokens = std::max<int64_t>(2048, max_batched);
+  a.max_model_len = max_tokens_per_seq + 1;
+  a.kv_cache_memory = o.kv_cache_memory;
+  if (a.kv_cache_memory == 0) {
+    const io::ModelConfig cfg = io::load_model_config(o.model);
+    const uint64_t tokens = uint64_t(max_seqs) * uint64_t(max_tokens_per_seq + 2 * a.block_size);
+    a.kv_cache_memory = tokens * uint64_t(cfg.kv_bytes_per_token(4)) + (uint64_t(16) << 20);
+  }
+  return a;
+}
+
+double compute_peak(const Roofline& r, double elem_bytes) {
+  return elem_bytes <= 2.0 && r.bf16_dot_gflop_per_s > 0 ? r.bf16_dot_gflop_per_s : r.f32_fma_gflop_per_s;
+}
+
+}  // namespace
+
+Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
+  if (o.batch_sizes.empty()) fail("--batch-sizes is empty");
+  for (int64_t b : o.batch_sizes)
+    if (b < 1) fail("batch sizes must be >= 1, got ", b);
+  if (o.input_len < 1 || o.output_len < 4) fail("decode bench needs --input-len >= 1 and --output-len >= 4");
+  const int64_t max_b = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
+  engine::Engine eng(engine_args(o, max_b, o.input_len + o.output_len, max_b * o.input_len));
+  Report rep;
+  rep.bench = "decode";
+  rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : int(std::thread::hardware_concurrency()), roofline);
+  rep.meta["input_len"] = o.input_len;
+  rep.meta["output_len"] = o.output_len;
+  rep.columns = {{"batch_size", "batch", 0},         {"step_ms_p50", "step ms p50", 2},
+                 {"step_ms_p90", "step ms p90", 2},  {"tokens_per_s", "tok/s", 1},
+                 {"tokens_per_s_per_user", "tok/s/user", 2}, {"gb_per_s", "GB/s", 1},
+                 {"pct_bandwidth", "% bw", 1},       {"gflop_per_s", "GFLOP/s", 1}};
+  // The machine is shared and its bandwidth drifts: measure it in this run, before and
+  // after the sweep, and report rows against that (the cached roofline is kept in meta).
+  const int threads = rep.meta["threads"].get<int>();
+  const double bw_before = measure_read_bandwidth(threads, size_t(512) << 20, 3);
+  ProgressBar bar(o.quiet_progress ? "" : "decode sweep");
+  int64_t done_steps = 0;
+  const int64_t total_steps = int64_t(o.batch_sizes.size()) * o.output_len;
+  const double elem = weight_elem_bytes(o.model);
+  const engine::FlopsEstimator est(eng.model().config(), elem);
+  for (int64_t b : o.batch_sizes) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.max_tokens = o.output_len;
+    for (int64_t i = 0; i < b; ++i) eng.add_request("d" + std::to_string(i), synthetic_prompt(o.input_len, i), p);
+    // Prefill until every sequence has its first token; then each step is a pure decode
+    // of b sequences until they all finish together.
+    std::map<std::string, bool> started;
+    while (int64_t(started.size()) < b && eng.has_unfinished())
+      for (const RequestOutput& out : eng.step())
+        if (!out.outputs.empty() && !out.outputs[0].token_ids.empty()) started[out.request_id] = true;
+    std::vector<double> step_s;
+    while (eng.has_unfinished()) {
+      auto t0 = std::chrono::steady_clock::now();
+      eng.step();
+      step_s.push_back(seconds(t0, std::chrono::steady_clock::now()));
+      bar.update(uint64_t(++done_steps), uint64_t(total_steps), "batch " + std::to_string(b));
+    }
+    // Steady-state window: drop warm-up and tail steps.
+    const size_t n = step_s.size();
+    const size_t cut = std::min(n / 3, size_t(std::ceil(double(n) * o.trim)));
+    double secs = 0, bytes = 0, flops = 0;
+    std::vector<double> window;
+    for (size_t k = cut; k < n - cut; ++k) {
+      // Decode step k computes position input_len + k for every sequence.
+      const engine::StepCost c = est.decode_step(b, o.input_len + int64_t(k));
+      secs += step_s[k];
+      bytes += c.total_bytes();
+      flops += c.flops;
+      window.push_back(step_s[k]);
+    }
+    ordered_json row;
+    row["batch_size"] = b;
+    row["steps_measured"] = int64_t(window.size());
+    row["step_ms_p50"] = percentile(window, 0.5) * 1e3;
+    row["step_ms_p90"] = percentile(window, 0.9) * 1e3;
+    row["tokens_per_s"] = double(b) * double(window.size()) / secs;
+    row["tokens_per_s_per_user"] = double(window.size()) / secs;
+    row["gb_per_s"] = bytes / secs / 1e9;
+    row["pct_bandwidth"] = 100.0 * bytes / secs / 1e9 / bw_before;
+    row["gflop_per_s"] = flops / secs / 1e9;
+    row["pct_compute_peak"] = 100.0 * flops / secs / 1e9 / compute_peak(roofline, elem);
+    rep.rows.push_back(row);
+  }
+  bar.finish();
+  const double bw_after = measure_read_bandwidth(threads, size_t(512) << 20, 3);
+  rep.meta["read_gb_per_s_before"] = bw_before;
+  rep.meta["read_gb_per_s_after"] = bw_after;
+  // pct_bandwidth uses the measurement taken just before the sweep.
+  rep.meta["bandwidth_ceiling_gb_per_s"] = bw_before;
+  return rep;
+}
+
+Report run_prefill_bench(const PrefillOptions& o, const Roofline& roofline) {
+  if (o.lengths.empty()) fail("--lengths is empty");
+  for (int64_t l : o.lengths)
+    if (l < 1) fail("prompt lengths must be >= 1, got ", l);
+  if (o.repeats < 1) fail("--repeats must be >= 1");
+  const int64_t max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
+  engine::Engine eng(engine_args(o, 1, max_len + 1, max_len));
+  const double elem = weight_elem_bytes(o.model);
+  const engine::FlopsEstimator est(eng.model().config(), elem);
+  const double peak = compute_peak(roofline, elem);
+  Report rep;
+  rep.bench = "prefill";
+  rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : int(std::thread::hardware_concurrency()), roofline);
+  rep.meta["compute_peak_gflop_per_s"] = peak;
+  rep.meta["weight_bytes_per_element"] = elem;
+  rep.columns = {{"prompt_len", "prompt", 0},  {"seconds", "seconds", 3},         {"tokens_per_s", "tok/s", 1},
+                 {"gflop_per_s", "GFLOP/s", 1}, {"pct_compute_peak", "% peak", 1}};
+  ProgressBar bar(o.quiet_progress ? "" : "prefill");
+  int64_t done = 0;
+  for (int64_t len : o.lengths) {
+    std::vector<double> times;
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 1;
+    for (int r = 0; r < o.repeats; ++r) {
+      eng.add_request("p", synthetic_prompt(len, r), p);
+      auto t0 = std::chrono::steady_clock::now();
+      while (eng.has_unfinished()) eng.step();  // one step: the whole prompt fits the budget
+      times.push_back(seconds(t0, std::chrono::steady_clock::now()));
+      bar.update(uint64_t(++done), uint64_t(o.lengths.size()) * uint64_t(o.repeats), "length " + std::to_string(len));
+    }
+    const double t = percentile(times, 0.5);
+    const engine::StepCost c = est.prefill(len);
+    ordered_json row;
+    row["prompt_len"] = len;
+    row["repeats"] = o.repeats;
+    row["seconds"] = t;
+    row["tokens_per_s"] = double(len) / t;
+    row["gflop_per_s"] = c.flops / t / 1e9;
+    row["pct_compute_peak"] = 100.0 * c.flops / t / 1e9 / peak;
+    rep.rows.push_back(row);
+  }
+  bar.finish();
+  return rep;
+}
+
+Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline) {
+  const bool synthetic = o.dataset.empty();
+  if (synthetic && (o.num_prompts < 1 || o.input_len < 1 || o.output_len < 1))
+    fail("throughput bench needs --num-prompts, --input-len and --output-len >= 1");
+  int64_t longest = o.input_len + o.output_len;
+  const int64_t n = synthetic ? o.num_prompts : int64_t(o.dataset.size());
+  engine::Engine eng([&] {
+    EngineArgs a = engine_args(o, std::min<int64_t>(n, 256), synthetic ? longest : 0, 2048);
+    if (!synthetic) a.max_model_len = 0;  // the dataset decides; the model's context applies
+    if (!synthetic && o.kv_cache_memory == 0) a.kv_cache_memory = 0;
+    return a;
+  }());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i) {
+    if (synthetic) {
+      SamplingParams p;
+      p.temperature = 0;
+      p.ignore_eos = true;
+      p.max_tokens = o.output_len;
+      eng.add_request("t" + std::to_string(i), synthetic_prompt(o.input_len, i), p);
+    } else {
+      eng.add_request("t" + std::to_string(i), o.dataset[size_t(i)].first, o.dataset[size_t(i)].second);
+    }
+  }
+  std::vector<double> ttft, tpot, e2e;
+  uint64_t prompt_tokens = 0, output_tokens = 0;
+  ProgressBar bar(o.quiet_progress ? "" : "throughput");
+  int64_t done = 0;
+  while (eng.has_unfinished()) {
+    for (const RequestOutput& out : eng.step()) {
+      if (!out.finished) continue;
+      ++done;
+      prompt_tokens += out.prompt_token_ids.size();
+      const RequestMetrics& m = out.metrics;
+      size_t outs = 0;
+      for (const auto& c : out.outputs) outs += c.token_ids.size();
+      output_tokens += outs;
+      ttft.push_back(m.first_token_time - m.arrival_time);
+      e2e.push_back(m.finished_time - m.arrival_time);
+      const size_t n0 = out.outputs.at(0).token_ids.size();
+      if (n0 > 1) tpot.push_back((m.finished_time - m.first_token_time) / double(n0 - 1));
+    }
+    bar.update(uint64_t(done), uint64_t(n), "requests");
+  }
+  bar.finish();
+  const double secs = seconds(t0, std::chrono::steady_clock::now());
+  Report rep;
+  rep.bench = "throughput";
+  rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : int(std::thread::hardware_concurrency()), roofline);
+  rep.columns = {{"requests", "requests", 0},          {"requests_per_s", "req/s", 2},
+                 {"output_tokens_per_s", "out tok/s", 1}, {"total_tokens_per_s", "total tok/s", 1},
+                 {"ttft_ms_p50", "TTFT p50 ms", 1},     {"ttft_ms_p90", "TTFT p90 ms", 1},
+                 {"tpot_ms_p50", "TPOT p50 ms", 2},     {"tpot_ms_p90", "TPOT p90 ms", 2}};
+  ordered_json row;
+  row["requests"] = n;
+  row["seconds"] = secs;
+  row["prompt_tokens"] = prompt_tokens;
+  row["output_tokens"] = output_tokens;
+  row["requests_per_s"] = double(n) / secs;
+  row["output_tokens_per_s"] = double(output_tokens) / secs;
+  row["total_tokens_per_s"] = double(prompt_tokens + output_tokens) / secs;
+  for (auto [name, v] : {std::pair{"ttft", &ttft}, std::pair{"tpot", &tpot}, std::pair{"e2e", &e2e}})
+    for (auto [q, qn] : {std::pair{0.5, "p50"}, std::pair{0.9, "p90"}, std::pair{0.99, "p99"}})
+      row[std::string(name) + "_ms_" + qn] = percentile(*v, q) * 1e3;
+  rep.rows.push_back(row);
+  return rep;
+}
+
+}  // namespace gannet::bench

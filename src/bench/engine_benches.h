@@ -1,0 +1,48 @@
+// Engine-level benchmarks: decode sweep over batch sizes (steady-state window), prefill
+// at given prompt lengths, and end-to-end offline throughput. Each returns a Report
+// whose rows put the measured rates next to the roofline's limits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/report.h"
+#include "bench/roofline.h"
+#include "gannet/sampling_params.h"
+
+namespace gannet::bench {
+
+struct EngineBenchOptions {
+  std::string model;
+  int threads = 0;               // 0: all cores
+  uint64_t kv_cache_memory = 0;  // 0: sized from the bench's own needs
+  bool quiet_progress = false;
+};
+
+struct DecodeOptions : EngineBenchOptions {
+  std::vector<int64_t> batch_sizes{1, 2, 4, 8, 16, 32, 64};
+  int64_t input_len = 128;
+  int64_t output_len = 32;
+  double trim = 0.1;  // fraction of decode steps dropped at each end of the window
+};
+
+struct PrefillOptions : EngineBenchOptions {
+  std::vector<int64_t> lengths{128, 512, 2048};
+  int repeats = 3;
+};
+
+struct ThroughputOptions : EngineBenchOptions {
+  int64_t num_prompts = 64;
+  int64_t input_len = 128;
+  int64_t output_len = 64;
+  // When not empty: the requests (text prompt, params) instead of synthetic ones.
+  std::vector<std::pair<std::string, SamplingParams>> dataset;
+};
+
+Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline);
+Report run_prefill_bench(const PrefillOptions& o, const Roofline& roofline);
+Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline);
+
+}  // namespace gannet::bench

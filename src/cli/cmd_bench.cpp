@@ -1,0 +1,162 @@
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "bench/engine_benches.h"
+#include "bench/roofline.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/request_json.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "gannet/engine_args.h"
+
+namespace gannet::cli {
+
+namespace {
+
+const char* kUsage =
+    "usage: gannet bench <roofline|decode|prefill|throughput> [flags]\n"
+    "\n"
+    "  roofline                     measure read bandwidth and arithmetic peaks; cached as JSON\n"
+    "  decode --model DIR [--batch-sizes 1,2,4,8,16,32,64] [--input-len 128] [--output-len 32]\n"
+    "  prefill --model DIR [--lengths 128,512,2048] [--repeats 3]\n"
+    "  throughput --model DIR [--num-prompts 64] [--input-len 128] [--output-len 64] [--dataset FILE.jsonl]\n"
+    "\n"
+    "common flags:\n"
+    "  --threads N            threads (default: all cores)\n"
+    "  --json FILE            write the result as JSON\n"
+    "  --csv FILE             write the rows as CSV\n"
+    "  --kv-cache-memory SIZE KV budget (default: what the bench needs)\n"
+    "  --remeasure            measure the roofline again instead of using the cache\n"
+    "\n"
+    "Every result is printed next to the machine's measured limits: GB/s against read\n"
+    "bandwidth for decode, GFLOP/s against the bf16 (or f32) arithmetic peak for prefill.\n";
+
+std::vector<int64_t> parse_list(const std::string& flag, const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(parse_int(flag, item));
+  if (out.empty()) throw UsageError(flag + " needs a comma-separated list of integers");
+  return out;
+}
+
+void emit(const bench::Report& rep, const Flags& f) {
+  const auto& r = rep.meta["roofline"];
+  std::printf("gannet bench %s  (%s, %d threads, %s, rev %s)\n", rep.bench.c_str(),
+              rep.meta["model"].get<std::string>().c_str(), rep.meta["threads"].get<int>(),
+              rep.meta["kernel_path"].get<std::string>().c_str(), rep.meta["git_revision"].get<std::string>().c_str());
+  std::printf("machine: read %.1f GB/s (%d threads), %.1f GB/s (1 thread); f32 FMA %.0f GFLOP/s; bf16 dot %.0f GFLOP/s\n\n",
+              r["read_gb_per_s"].get<double>(), r["threads"].get<int>(), r["read_gb_per_s_1t"].get<double>(),
+              r["f32_fma_gflop_per_s"].get<double>(), r["bf16_dot_gflop_per_s"].get<double>());
+  rep.print_table(stdout);
+  if (auto p = f.get("json")) rep.write_json(*p);
+  if (auto p = f.get("csv")) rep.write_csv(*p);
+}
+
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string which = args[0];
+  const Args rest(args.begin() + 1, args.end());
+  Flags f(rest,
+          {"model", "threads", "json", "csv", "batch-sizes", "input-len", "output-len", "lengths", "repeats",
+           "num-prompts", "dataset", "kv-cache-memory"},
+          {"remeasure", "help"});
+  if (f.has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const int threads = int(f.get_int("threads", int(std::max(1u, std::thread::hardware_concurrency()))));
+  if (threads < 1) throw UsageError("--threads must be >= 1");
+  auto progress = [](const std::string& stage) { std::fprintf(stderr, "roofline: measuring %s...\n", stage.c_str()); };
+  auto roofline = [&] {
+    if (f.has("remeasure") || which == "roofline") {
+      bench::Roofline r = bench::measure_roofline(threads, progress);
+      bench::save_roofline(r);
+      return r;
+    }
+    return bench::roofline_for(threads, progress);
+  };
+  auto common = [&](bench::EngineBenchOptions& o) {
+    o.model = f.require("model");
+    o.threads = threads;
+    if (auto m = f.get("kv-cache-memory")) {
+      try {
+        o.kv_cache_memory = parse_memory_size(*m);
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
+    }
+  };
+  if (which == "roofline") {
+    bench::Roofline r = roofline();
+    bench::Report rep;
+    rep.bench = "roofline";
+    rep.meta = bench::make_meta("", threads, r);
+    rep.columns = {{"measure", "measure", 0}, {"value", "value", 1}, {"unit", "unit", 0}};
+    rep.rows = {{{"measure", "read bandwidth, 1 thread"}, {"value", r.read_gb_per_s_1t}, {"unit", "GB/s"}},
+                {{"measure", "read bandwidth, " + std::to_string(threads) + " threads"}, {"value", r.read_gb_per_s}, {"unit", "GB/s"}},
+                {{"measure", "f32 FMA peak"}, {"value", r.f32_fma_gflop_per_s}, {"unit", "GFLOP/s"}},
+                {{"measure", "bf16 dot peak (vdpbf16ps)"}, {"value", r.bf16_dot_gflop_per_s}, {"unit", "GFLOP/s"}},
+                {{"measure", "int8 dot peak (vpdpbusd)"}, {"value", r.int8_dot_gop_per_s}, {"unit", "GOP/s"}}};
+    std::fprintf(stderr, "cached in %s\n", bench::roofline_cache_path().c_str());
+    emit(rep, f);
+    return 0;
+  }
+  if (which == "decode") {
+    bench::DecodeOptions o;
+    common(o);
+    if (auto v = f.get("batch-sizes")) o.batch_sizes = parse_list("--batch-sizes", *v);
+    o.input_len = f.get_int("input-len", o.input_len);
+    o.output_len = f.get_int("output-len", o.output_len);
+    emit(bench::run_decode_bench(o, roofline()), f);
+    return 0;
+  }
+  if (which == "prefill") {
+    bench::PrefillOptions o;
+    common(o);
+    if (auto v = f.get("lengths")) o.lengths = parse_list("--lengths", *v);
+    o.repeats = int(f.get_int("repeats", o.repeats));
+    emit(bench::run_prefill_bench(o, roofline()), f);
+    return 0;
+  }
+  if (which == "throughput") {
+    bench::ThroughputOptions o;
+    common(o);
+    o.num_prompts = f.get_int("num-prompts", o.num_prompts);
+    o.input_len = f.get_int("input-len", o.input_len);
+    o.output_len = f.get_int("output-len", o.output_len);
+    if (auto d = f.get("dataset")) {
+      std::ifstream in(*d);
+      if (!in) throw Error(*d + ": cannot open");
+      SamplingParams defaults;
+      defaults.temperature = 0;
+      defaults.max_tokens = o.output_len;
+      std::string line;
+      int64_t lineno = 0;
+      while (std::getline(in, line)) {
+        ++lineno;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        try {
+          PromptLine pl = parse_prompt_line(line, defaults);
+          o.dataset.emplace_back(pl.prompt, pl.params);
+        } catch (const Error& e) {
+          throw Error(*d + ": line " + std::to_string(lineno) + ": " + e.what());
+        }
+      }
+      if (o.dataset.empty()) throw Error(*d + ": no requests");
+    }
+    emit(bench::run_throughput_bench(o, roofline()), f);
+    return 0;
+  }
+  throw UsageError("unknown bench '" + which + "' (roofline, decode, prefill, throughput)");
+}
+
+}  // namespace gannet::cli

@@ -1,0 +1,123 @@
+#include "engine/flops_estimator.h"
+
+#include "core/error.h"
+
+namespace gannet::engine {
+
+namespace {
+
+// Per-element FLOP costs of the elementwise kernels (see the header for what each covers).
+constexpr int64_t kRmsNormFlops = 4;
+constexpr int64_t kRopeFlops = 3;
+constexpr int64_t kSiluMulFlops = 4;
+constexpr int64_t kSoftmaxFlopsPerScore = 5;
+
+bool is_dense_decoder(const std::string& arch) {
+  return arch == "LlamaForCausalLM" || arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM";
+}
+
+// The shapes of one layer, as the dense decoder loads them.
+struct LayerShape {
+  int64_t linear_params;  // q, k, v, o, gate, up, down weights
+  int64_t bias_elems;     // q, k, v biases (+ o for Llama) when attention_bias
+  int64_t norm_elems;     // input and post-attention norms (+ Qwen3 q/k norms)
+  int64_t elementwise_per_token;
+};
+
+LayerShape layer_shape(const io::ModelConfig& c) {
+  const int64_t h = c.hidden_size, f = c.intermediate_size, hd = c.head_dim;
+  const int64_t q = c.num_attention_heads * hd, kv = c.num_key_value_heads * hd;
+  LayerShape s{};
+  s.linear_params = h * q + 2 * h * kv + q * h + 3 * h * f;
+  if (c.attention_bias) s.bias_elems = q + 2 * kv + (c.architecture == "LlamaForCausalLM" ? h : 0);
+  s.norm_elems = 2 * h + (c.qk_norm ? 2 * hd : 0);
+  s.elementwise_per_token = 2 * kRmsNormFlops * h       // input and post-attention norms
+                            + s.bias_elems              // bias adds
+                            + (c.qk_norm ? kRmsNormFlops * (q + kv) : 0)
+                            + kRopeFlops * (q + kv)     // RoPE on q and k
+                            + kSiluMulFlops * f         // SiLU(gate) * up
+                            + 2 * h;                    // two residual adds
+  return s;
+}
+
+}  // namespace
+
+double StepCost::total_bytes() const {
+  return weight_bytes + moe_expert_bytes + kv_read_bytes + kv_write_bytes + activation_bytes;
+}
+
+FlopsEstimator::FlopsEstimator(const io::ModelConfig& cfg, double weight_elem_bytes, double kv_elem_bytes)
+    : cfg_(cfg), weight_elem_bytes_(weight_elem_bytes), kv_elem_bytes_(kv_elem_bytes) {
+  if (!is_dense_decoder(cfg.architecture))
+    fail("flops estimator: architecture '", cfg.architecture,
+         "' is not a dense decoder (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
+  if (cfg.hidden_size <= 0 || cfg.intermediate_size <= 0 || cfg.num_hidden_layers <= 0 ||
+      cfg.num_attention_heads <= 0 || cfg.num_key_value_heads <= 0 || cfg.head_dim <= 0 ||
+      cfg.vocab_size <= 0 || cfg.num_attention_heads % cfg.num_key_value_heads != 0)
+    fail("flops estimator: model shapes must be positive with heads a multiple of kv heads (hidden ",
+         cfg.hidden_size, ", ffn ", cfg.intermediate_size, ", layers ", cfg.num_hidden_layers,
+         ", heads ", cfg.num_attention_heads, ", kv heads ", cfg.num_key_value_heads, ", head_dim ",
+         cfg.head_dim, ", vocab ", cfg.vocab_size, ")");
+  if (!(weight_elem_bytes > 0) || !(kv_elem_bytes > 0))
+    fail("flops estimator: element sizes must be positive (weights ", weight_elem_bytes, ", kv ",
+         kv_elem_bytes, ")");
+}
+
+StepCost FlopsEstimator::step(const StepShape& shape) const {
+  StepCost c;
+  if (shape.seqs.empty()) return c;
+  // Integer sums stay exact in double up to 2^53, far beyond any real step.
+  int64_t tokens = 0, logit_rows = 0, kv_positions = 0;
+  int64_t pairs = 0;  // (query, key) pairs per query head per layer
+  for (const StepShape::Seq& s : shape.seqs) {
+    GANNET_CHECK(s.num_tokens >= 1 && s.context_before >= 0, "seq of ", s.num_tokens,
+                 " tokens after ", s.context_before);
+    tokens += s.num_tokens;
+    logit_rows += s.wants_logits ? 1 : 0;
+    kv_positions += s.context_before + s.num_tokens;
+    // Positions context_before .. context_before + n - 1 attend to p + 1 keys each.
+    pairs += s.num_tokens * s.context_before + s.num_tokens * (s.num_tokens + 1) / 2;
+  }
+  const double T = double(tokens), R = double(logit_rows), P = double(pairs);
+  const double L = double(cfg_.num_hidden_layers), h = double(cfg_.hidden_size);
+  const double V = double(cfg_.vocab_size), hd = double(cfg_.head_dim);
+  const double nh = double(cfg_.num_attention_heads);
+  const double kv_row = double(cfg_.num_key_value_heads) * hd;  // elements of K (or V) per position
+  const LayerShape ls = layer_shape(cfg_);
+
+  c.matmul_flops = L * 2.0 * T * double(ls.linear_params) + 2.0 * R * h * V;
+  c.attention_flops = L * nh * 4.0 * hd * P;
+  c.softmax_flops = L * nh * (double(kSoftmaxFlopsPerScore) * P + hd * T);
+  c.elementwise_flops = L * T * double(ls.elementwise_per_token) + double(kRmsNormFlops) * h * R;
+  c.flops = c.matmul_flops + c.attention_flops + c.softmax_flops + c.elementwise_flops;
+
+  c.weight_bytes = L * double(ls.linear_params) * weight_elem_bytes_  // layer linears
+                   + L * double(ls.norm_elems + ls.bias_elems) * 4.0  // f32 norms and biases
+                   + T * h * weight_elem_bytes_;                      // embedding gather
+  // The final norm and the vocabulary projection run only for logit rows.
+  if (logit_rows > 0) c.weight_bytes += h * 4.0 + V * h * weight_elem_bytes_;
+  c.kv_read_bytes = L * double(kv_positions) * 2.0 * kv_row * kv_elem_bytes_;
+  c.kv_write_bytes = L * T * 2.0 * kv_row * kv_elem_bytes_;
+  // activation_bytes stays 0 and moe_expert_bytes is 0 for dense models (see the header).
+  return c;
+}
+
+StepCost FlopsEstimator::decode_step(int64_t batch, int64_t context) const {
+  GANNET_CHECK(batch >= 0, "batch ", batch);
+  StepShape s;
+  s.seqs.assign(size_t(batch), StepShape::Seq{1, context, true});
+  return step(s);
+}
+
+StepCost FlopsEstimator::prefill(int64_t prompt_len) const {
+  StepShape s;
+  s.seqs.push_back({prompt_len, 0, true});
+  return step(s);
+}
+
+double FlopsEstimator::flops_per_token_dense() const {
+  return 2.0 * (double(cfg_.num_hidden_layers) * double(layer_shape(cfg_).linear_params) +
+                double(cfg_.vocab_size) * double(cfg_.hidden_size));
+}
+
+}  // namespace gannet::engine
