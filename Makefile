@@ -23,8 +23,9 @@ demo: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The standard benchmark sweep on the 1b preset: JSON, CSV and PNG under $(BUILD)/bench/.
 bench: build
-	@echo "kernel micro-benchmarks: $(BUILD)/bench/gannet_microbench"
+	bash scripts/bench.sh $(BUILD)
 
 # Coverage-guided fuzzing of the checkpoint parsers with clang's libFuzzer.
 fuzz: setup

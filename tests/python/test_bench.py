@@ -1,0 +1,95 @@
+"""Each `gannet bench` runs on the tiny preset and its JSON has the documented fields with
+sane values. (Timings are never asserted: only that they exist and are positive.)"""
+import json
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def bench_env(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bench")
+    env = dict(os.environ, GANNET_ROOFLINE_CACHE=str(d / "roofline.json"))
+    return d, env
+
+
+def run_bench(gannet_bin_env, args):
+    import subprocess
+    from conftest import gannet_bin
+    d, env = gannet_bin_env
+    p = subprocess.run([gannet_bin(), "bench", *args, "--threads", "2"], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def check_meta(j, bench):
+    assert j["bench"] == bench
+    for k in ("git_revision", "model", "threads", "kernel_path", "roofline"):
+        assert k in j, k
+    r = j["roofline"]
+    assert r["read_gb_per_s"] > 0 and r["read_gb_per_s_1t"] > 0 and r["f32_fma_gflop_per_s"] > 0
+
+
+def test_roofline_is_cached(bench_env):
+    d, _ = bench_env
+    p = run_bench(bench_env, ["roofline", "--json", str(d / "r.json")])
+    j = json.loads((d / "r.json").read_text())
+    check_meta(j, "roofline")
+    cache = json.loads((d / "roofline.json").read_text())
+    assert len(cache["entries"]) == 1 and cache["entries"][0]["threads"] == 2
+    assert "read bandwidth" in p.stdout
+
+
+def test_decode_rows(bench_env, tiny_models):
+    d, _ = bench_env
+    out = d / "decode.json"
+    run_bench(bench_env, ["decode", "--model", str(tiny_models["llama"]), "--batch-sizes", "1,3",
+                          "--input-len", "12", "--output-len", "10", "--json", str(out), "--csv", str(d / "decode.csv")])
+    j = json.loads(out.read_text())
+    check_meta(j, "decode")
+    assert [r["batch_size"] for r in j["rows"]] == [1, 3]
+    for r in j["rows"]:
+        for k in ("tokens_per_s", "tokens_per_s_per_user", "step_ms_p50", "step_ms_p90", "gb_per_s",
+                  "pct_bandwidth", "gflop_per_s"):
+            assert r[k] > 0, k
+        assert r["step_ms_p90"] >= r["step_ms_p50"]
+        assert abs(r["tokens_per_s"] - r["batch_size"] * r["tokens_per_s_per_user"]) < 1e-6 * r["tokens_per_s"]
+    assert (d / "decode.csv").read_text().splitlines()[0].startswith("batch_size")
+
+
+def test_prefill_rows(bench_env, tiny_models):
+    d, _ = bench_env
+    out = d / "prefill.json"
+    run_bench(bench_env, ["prefill", "--model", str(tiny_models["qwen3"]), "--lengths", "8,33", "--repeats", "2",
+                          "--json", str(out)])
+    j = json.loads(out.read_text())
+    check_meta(j, "prefill")
+    assert [r["prompt_len"] for r in j["rows"]] == [8, 33]
+    for r in j["rows"]:
+        assert r["tokens_per_s"] > 0 and r["gflop_per_s"] > 0 and 0 < r["pct_compute_peak"] < 1000
+
+
+def test_throughput_synthetic_and_dataset(bench_env, tiny_models, tmp_path):
+    d, _ = bench_env
+    out = d / "tp.json"
+    run_bench(bench_env, ["throughput", "--model", str(tiny_models["llama"]), "--num-prompts", "6", "--input-len", "9",
+                          "--output-len", "5", "--json", str(out)])
+    r = json.loads(out.read_text())["rows"][0]
+    assert r["requests"] == 6 and r["output_tokens"] == 30 and r["prompt_tokens"] == 54
+    for k in ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s", "ttft_ms_p50", "ttft_ms_p90",
+              "tpot_ms_p50", "tpot_ms_p99"):
+        assert r[k] > 0, k
+    ds = tmp_path / "ds.jsonl"
+    ds.write_text("\n".join(json.dumps({"prompt": f"hello {i}", "max_tokens": 3, "ignore_eos": True})
+                            for i in range(4)) + "\n")
+    run_bench(bench_env, ["throughput", "--model", str(tiny_models["llama"]), "--dataset", str(ds), "--json", str(out)])
+    r = json.loads(out.read_text())["rows"][0]
+    assert r["requests"] == 4 and r["output_tokens"] == 12
+
+
+def test_bench_usage_errors(gannet):
+    p = gannet(["bench", "sideways"], check=False)
+    assert p.returncode == 2 and "unknown bench 'sideways'" in p.stderr
+    p = gannet(["bench", "decode", "--model", "/nonexistent", "--batch-sizes", "1,x"], check=False)
+    assert p.returncode == 2 and "--batch-sizes expects an integer" in p.stderr
