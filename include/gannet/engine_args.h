@@ -23,7 +23,7 @@ struct EngineArgs {
   void apply_environment();
   // Throws gannet::Error naming the knob.
   void validate() const;
-  // Multi-line "name = value" listing, printed at start-up.
+  // One line of "name=value" pairs, printed at start-up.
   std::string describe() const;
 };
 

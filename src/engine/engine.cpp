@@ -75,6 +75,7 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
                                          sc.max_logit_rows, args_.max_num_seqs, eos_ids_);
   outputs_ = std::make_unique<OutputPool>(*tokenizer_);
   if (!args_.quiet) {
+    std::fprintf(stderr, "gannet: engine %s\n", args_.describe().c_str());
     const int64_t tokens = cache_->capacity_tokens();
     std::fprintf(stderr,
                  "gannet: KV cache %s: %lld blocks x %d tokens = %lld tokens; %.2f sequences of the full context "

@@ -66,10 +66,11 @@ void EngineArgs::validate() const {
 
 std::string EngineArgs::describe() const {
   std::ostringstream os;
-  os << "model = " << model << "\nthreads = " << threads << "\nkv_cache_memory = " << kv_cache_memory
-     << "\nmax_num_seqs = " << max_num_seqs << "\nmax_num_batched_tokens = " << max_num_batched_tokens
-     << "\nblock_size = " << block_size << "\nmax_model_len = " << max_model_len
-     << "\nenable_chunked_prefill = " << enable_chunked_prefill << "\nwatermark = " << watermark << "\n";
+  os << "threads=" << (threads > 0 ? std::to_string(threads) : std::string("all"))
+     << " kv_cache_memory=" << (kv_cache_memory ? std::to_string(kv_cache_memory) : std::string("auto"))
+     << " max_num_seqs=" << max_num_seqs << " max_num_batched_tokens=" << max_num_batched_tokens
+     << " block_size=" << block_size << " max_model_len=" << (max_model_len ? std::to_string(max_model_len) : std::string("model"))
+     << " chunked_prefill=" << (enable_chunked_prefill ? "on" : "off") << " watermark=" << watermark;
   return os.str();
 }
 
