@@ -38,14 +38,6 @@ double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
-uint64_t read_range(const uint8_t* p, size_t begin, size_t end) {
-  switch (active_isa()) {
-    case Isa::kAvx512: return avx512::read_bytes(p, begin, end);
-    case Isa::kAvx2: return avx2::read_bytes(p, begin, end);
-    default: return read_bytes_sse2(p, begin, end);
-  }
-}
-
 // Best rate (ops/s) of `loop` on `threads` threads, each running `iters` iterations.
 double peak_rate(ThreadPool& pool, double (*loop)(int64_t), double ops_per_iter) {
   int64_t iters = 1 << 16;
@@ -80,6 +72,14 @@ std::string now_utc() {
 
 }  // namespace
 
+uint64_t read_bytes(const uint8_t* p, size_t begin, size_t end) {
+  switch (active_isa()) {
+    case Isa::kAvx512: return avx512::read_bytes(p, begin, end);
+    case Isa::kAvx2: return avx2::read_bytes(p, begin, end);
+    default: return read_bytes_sse2(p, begin, end);
+  }
+}
+
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -104,7 +104,7 @@ double measure_read_bandwidth(int threads, size_t bytes, int repeats) {
   for (int r = 0; r < repeats; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     pool.parallel_for(int64_t(bytes) / kLine, [&](int64_t b, int64_t e, int t) {
-      sink[size_t(t)] ^= read_range(p, size_t(b * kLine), size_t(e * kLine));
+      sink[size_t(t)] ^= read_bytes(p, size_t(b * kLine), size_t(e * kLine));
     });
     rates.push_back(double(bytes) / seconds(t0, std::chrono::steady_clock::now()) / 1e9);
   }

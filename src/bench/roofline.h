@@ -25,6 +25,10 @@ struct Roofline {
 // Measures everything (a few seconds). progress(stage) names what runs now.
 Roofline measure_roofline(int threads, const std::function<void(const std::string&)>& progress = nullptr);
 
+// XOR of the bytes [begin, end) of p (256-byte aligned), with the widest loads the active
+// kernel path has: the read loop behind the bandwidth figures.
+uint64_t read_bytes(const uint8_t* p, size_t begin, size_t end);
+
 // Read bandwidth alone (GB/s, 1e9 bytes), over `bytes` bytes with huge pages.
 double measure_read_bandwidth(int threads, size_t bytes = size_t(1) << 30, int repeats = 5);
 

@@ -9,26 +9,14 @@
 #include <random>
 
 #include "engine/engine.h"
-#include "model/random_checkpoint.h"
+#include "tiny_checkpoint.h"
 
 namespace fs = std::filesystem;
 using namespace gannet;
 
 namespace {
 
-const std::string& tiny_model() {
-  static const std::string dir = [] {
-    fs::path d = fs::temp_directory_path() / ("gannet_engine_test_" + std::to_string(::getpid()));
-    fs::remove_all(d);
-    model::RandomCheckpointOptions o;
-    o.arch = "llama";
-    o.preset = "tiny";
-    o.seed = 3;
-    model::write_random_checkpoint(o, d.string());
-    return d.string();
-  }();
-  return dir;
-}
+const std::string& tiny_model() { return gannet::test_support::tiny_checkpoint("llama", 3); }
 
 struct Case {
   std::vector<int32_t> prompt;

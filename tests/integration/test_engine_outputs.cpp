@@ -7,26 +7,14 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
-#include "model/random_checkpoint.h"
+#include "tiny_checkpoint.h"
 
 namespace fs = std::filesystem;
 using namespace gannet;
 
 namespace {
 
-const std::string& tiny_model() {
-  static const std::string dir = [] {
-    fs::path d = fs::temp_directory_path() / ("gannet_outputs_test_" + std::to_string(::getpid()));
-    fs::remove_all(d);
-    model::RandomCheckpointOptions o;
-    o.arch = "qwen3";
-    o.preset = "tiny";
-    o.seed = 5;
-    model::write_random_checkpoint(o, d.string());
-    return d.string();
-  }();
-  return dir;
-}
+const std::string& tiny_model() { return gannet::test_support::tiny_checkpoint("qwen3", 5); }
 
 EngineArgs args() {
   EngineArgs a;
