@@ -2,6 +2,7 @@
 // input order.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ class LLM {
 
  private:
   std::unique_ptr<engine::Engine> engine_;
+  uint64_t next_call_ = 0;  // request ids of call k are "llm<k>-<index>"
 };
 
 }  // namespace gannet

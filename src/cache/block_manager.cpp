@@ -53,6 +53,16 @@ bool BlockManager::can_grow(const BlockTable& t, int64_t tokens) const {
   return need <= num_free_blocks();
 }
 
+int64_t BlockManager::positions_growable(const BlockTable& t) const {
+  int64_t blocks = int64_t(t.blocks.size()) + num_free_blocks();
+  if (t.num_tokens % block_size_ != 0 && !t.blocks.empty() && ref_[size_t(t.blocks.back())] > 1) {
+    // Writing into the shared last block first needs a private copy of it.
+    if (num_free_blocks() == 0) return t.num_tokens;
+    --blocks;
+  }
+  return blocks * block_size_;
+}
+
 void BlockManager::grow(BlockTable& t, int64_t tokens, std::vector<BlockCopy>& copies) {
   if (tokens <= t.num_tokens) return;
   GANNET_CHECK(can_grow(t, tokens), "grow without capacity");

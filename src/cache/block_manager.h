@@ -40,8 +40,13 @@ class BlockManager {
   // Takes a state slot and blocks for `tokens` positions (table must be empty).
   void admit(BlockTable& t, int64_t tokens);
 
+  int64_t watermark() const { return watermark_; }
+
   // Growing a sequence to `tokens` positions; no watermark (running work uses it).
   bool can_grow(const BlockTable& t, int64_t tokens) const;
+  // The most positions t could cover after growing into every free block (accounting for
+  // a copy-on-write of its shared last block).
+  int64_t positions_growable(const BlockTable& t) const;
   // Grows to `tokens` positions. Copy-on-write: when the positions about to be written
   // (from t.num_tokens on) fall in a block shared with another sequence, that block is
   // replaced by a private copy, appended to `copies`.

@@ -67,7 +67,13 @@ int cmd_generate(const Args& args) {
     if (s < 0) throw UsageError("--seed must be >= 0");
     defaults.seed = uint64_t(s);
   }
-  if (f.has("logprobs")) defaults.logprobs = int(f.get_int("logprobs", 0));
+  if (f.has("logprobs")) {
+    const int64_t lp = f.get_int("logprobs", 0);
+    if (lp < 0 || lp > SamplingParams::kMaxLogprobs)
+      throw UsageError("--logprobs must be in [0, " + std::to_string(SamplingParams::kMaxLogprobs) + "], got " +
+                       std::to_string(lp));
+    defaults.logprobs = int(lp);
+  }
   try {
     defaults.validate();
     ea.apply_environment();

@@ -28,6 +28,11 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
       if (!v.is_number_integer()) fail("'", k, "' must be an integer");
       return v.get<int64_t>();
     };
+    auto small_int = [&](int64_t lo, int64_t hi) -> int {
+      const int64_t v = integer();
+      if (v < lo || v > hi) fail("'", k, "' must be in [", lo, ", ", hi, "], got ", v);
+      return int(v);
+    };
     auto boolean = [&]() -> bool {
       if (!v.is_boolean()) fail("'", k, "' must be true or false");
       return v.get<bool>();
@@ -45,12 +50,12 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
     else if (k == "repetition_penalty") p.repetition_penalty = num();
     else if (k == "presence_penalty") p.presence_penalty = num();
     else if (k == "frequency_penalty") p.frequency_penalty = num();
-    else if (k == "n") p.n = int(integer());
+    else if (k == "n") p.n = small_int(-1000000, 1000000);
     else if (k == "ignore_eos") p.ignore_eos = boolean();
     else if (k == "skip_special_tokens") p.skip_special_tokens = boolean();
     else if (k == "include_stop_str_in_output") p.include_stop_str_in_output = boolean();
-    else if (k == "logprobs") p.logprobs = int(integer());
-    else if (k == "prompt_logprobs") p.prompt_logprobs = int(integer());
+    else if (k == "logprobs") p.logprobs = small_int(-1000000, 1000000);
+    else if (k == "prompt_logprobs") p.prompt_logprobs = small_int(-1000000, 1000000);
     else if (k == "seed") {
       if (!v.is_number_unsigned()) fail("'seed' must be a non-negative integer");
       p.seed = v.get<uint64_t>();
@@ -67,8 +72,9 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
       p.stop_token_ids.clear();
       if (!v.is_array()) fail("'stop_token_ids' must be a list of integers");
       for (const json& s : v) {
-        if (!s.is_number_integer()) fail("'stop_token_ids' must be a list of integers");
-        p.stop_token_ids.push_back(s.get<int32_t>());
+        if (!s.is_number_integer() || s.get<int64_t>() < 0 || s.get<int64_t>() > INT32_MAX)
+          fail("'stop_token_ids' must be a list of non-negative token ids");
+        p.stop_token_ids.push_back(int32_t(s.get<int64_t>()));
       }
     } else fail("unknown field '", k, "'");
   }

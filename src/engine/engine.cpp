@@ -46,6 +46,9 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   for (int64_t e : cfg.eos_token_ids) eos_ids_.push_back(int32_t(e));
   max_model_len_ = args_.max_model_len > 0 ? std::min(args_.max_model_len, cfg.max_position_embeddings)
                                            : cfg.max_position_embeddings;
+  if (!args_.enable_chunked_prefill && args_.max_num_batched_tokens < max_model_len_)
+    fail("without chunked prefill --max-num-batched-tokens (", args_.max_num_batched_tokens,
+         ") must be at least the context length (", max_model_len_, "), or long prompts could never run");
 
   // KV budget: the flag, or 40% of available memory capped at what max_num_seqs
   // sequences of the full context could ever use.
@@ -143,9 +146,12 @@ void Engine::add(std::unique_ptr<Request> req) {
   scheduler_->add(s);
 }
 
-void Engine::finish(Sequence& seq, const char* reason) {
+void Engine::finish(Sequence& seq, const char* reason, bool flush_text) {
   scheduler_->finish(&seq);
-  outputs_->flush(seq);
+  // After a stop string the text ends at the cut: bytes held back by the detokenizer
+  // belong to what followed it.
+  if (flush_text) outputs_->flush(seq);
+  else outputs_->forget(seq);
   seq.out.finish_reason = reason;
 }
 
@@ -163,7 +169,7 @@ void Engine::check_stop(Sequence& seq) {
     return finish(seq, "stop");
   if (auto hit = outputs_->add_token_text(seq)) {
     seq.out.stop_reason = *hit;
-    return finish(seq, "stop");
+    return finish(seq, "stop", /*flush_text=*/false);
   }
   if (outs >= p.max_tokens || int64_t(seq.tokens.size()) >= max_model_len_) return finish(seq, "length");
 }
@@ -199,16 +205,21 @@ std::vector<RequestOutput> Engine::step() {
   return out;
 }
 
-void Engine::abort(const std::string& id) {
+std::optional<RequestOutput> Engine::abort(const std::string& id) {
   auto it = requests_.find(id);
-  if (it == requests_.end()) return;
-  for (auto& s : it->second->seqs) {
+  if (it == requests_.end()) return std::nullopt;
+  Request& req = *it->second;
+  for (auto& s : req.seqs) {
     if (s->finished()) continue;
     scheduler_->abort(s.get());
     outputs_->forget(*s);
     s->out.finish_reason = "abort";
   }
+  req.metrics.finished_time = now_seconds();
+  RequestOutput out = OutputPool::snapshot(req);
+  out.finished = true;
   requests_.erase(it);
+  return out;
 }
 
 }  // namespace gannet::engine

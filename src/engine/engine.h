@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,9 @@ class Engine {
   // One scheduling + model step. Returns the requests that progressed; a finished
   // request is returned once with finished = true and then forgotten.
   std::vector<RequestOutput> step();
-  void abort(const std::string& id);
+  // Stops a request wherever it is and frees its cache. Returns its final output
+  // (finish_reason "abort" for unfinished samples), or nothing for an unknown id.
+  std::optional<RequestOutput> abort(const std::string& id);
   bool has_unfinished() const { return !requests_.empty(); }
 
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -54,7 +57,7 @@ class Engine {
  private:
   void add(std::unique_ptr<Request> req);
   void check_stop(Sequence& seq);
-  void finish(Sequence& seq, const char* reason);
+  void finish(Sequence& seq, const char* reason, bool flush_text = true);
 
   EngineArgs args_;
   std::unique_ptr<ThreadPool> pool_;

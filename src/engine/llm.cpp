@@ -15,13 +15,12 @@ namespace {
 
 template <typename Prompt>
 std::vector<RequestOutput> run_all(engine::Engine& eng, const std::vector<Prompt>& prompts,
-                                   const std::vector<SamplingParams>& params) {
+                                   const std::vector<SamplingParams>& params, const std::string& prefix) {
   if (params.size() != prompts.size() && params.size() != 1)
     fail("generate: ", params.size(), " SamplingParams for ", prompts.size(), " prompts");
   // Validate everything before queueing anything, so a bad prompt leaves no work behind.
   for (size_t i = 0; i < prompts.size(); ++i) params[params.size() == 1 ? 0 : i].validate();
   std::vector<RequestOutput> outs(prompts.size());
-  const std::string prefix = "llm-" + std::to_string(reinterpret_cast<uintptr_t>(&outs)) + "-";
   for (size_t i = 0; i < prompts.size(); ++i) {
     try {
       eng.add_request(prefix + std::to_string(i), prompts[i], params[params.size() == 1 ? 0 : i]);
@@ -30,6 +29,15 @@ std::vector<RequestOutput> run_all(engine::Engine& eng, const std::vector<Prompt
       throw;
     }
   }
+  // Whatever goes wrong below, no request of this call stays queued in the engine.
+  struct AbortLeftovers {
+    engine::Engine& eng;
+    const std::string& prefix;
+    size_t n;
+    ~AbortLeftovers() {
+      for (size_t i = 0; i < n; ++i) eng.abort(prefix + std::to_string(i));
+    }
+  } guard{eng, prefix, prompts.size()};
   ProgressBar bar(eng.args().quiet ? "" : "generating");
   const auto t0 = std::chrono::steady_clock::now();
   size_t done = 0;
@@ -37,6 +45,7 @@ std::vector<RequestOutput> run_all(engine::Engine& eng, const std::vector<Prompt
   while (eng.has_unfinished()) {
     for (RequestOutput& o : eng.step()) {
       if (!o.finished) continue;
+      if (o.request_id.compare(0, prefix.size(), prefix) != 0) continue;  // not ours
       const size_t idx = std::stoul(o.request_id.substr(prefix.size()));
       for (auto& c : o.outputs) tokens += c.token_ids.size();
       outs[idx] = std::move(o);
@@ -54,17 +63,17 @@ std::vector<RequestOutput> run_all(engine::Engine& eng, const std::vector<Prompt
 }  // namespace
 
 std::vector<RequestOutput> LLM::generate(const std::vector<std::string>& prompts, const SamplingParams& params) {
-  return run_all(*engine_, prompts, std::vector<SamplingParams>{params});
+  return run_all(*engine_, prompts, std::vector<SamplingParams>{params}, "llm" + std::to_string(next_call_++) + "-");
 }
 
 std::vector<RequestOutput> LLM::generate(const std::vector<std::string>& prompts,
                                          const std::vector<SamplingParams>& params) {
-  return run_all(*engine_, prompts, params);
+  return run_all(*engine_, prompts, params, "llm" + std::to_string(next_call_++) + "-");
 }
 
 std::vector<RequestOutput> LLM::generate(const std::vector<std::vector<int32_t>>& prompt_token_ids,
                                          const std::vector<SamplingParams>& params) {
-  return run_all(*engine_, prompt_token_ids, params);
+  return run_all(*engine_, prompt_token_ids, params, "llm" + std::to_string(next_call_++) + "-");
 }
 
 }  // namespace gannet

@@ -51,7 +51,20 @@ RequestOutput OutputPool::snapshot(const Request& req) {
   o.prompt_logprobs = req.prompt_logprobs;
   o.seed = req.seed;
   o.metrics = req.metrics;
-  for (const auto& s : req.seqs) o.outputs.push_back(s->out);
+  for (const auto& s : req.seqs) {
+    o.outputs.push_back(s->out);
+    // While a sample runs, hold back the tail that could be the start of a stop string,
+    // so text once returned is never taken back (cut at a UTF-8 character boundary).
+    const SamplingParams& p = req.params;
+    if (!s->finished() && !p.stop.empty() && !p.include_stop_str_in_output) {
+      size_t longest = 0;
+      for (const std::string& st : p.stop) longest = std::max(longest, st.size());
+      std::string& t = o.outputs.back().text;
+      size_t keep = t.size() >= longest - 1 ? t.size() - (longest - 1) : 0;
+      while (keep > 0 && (static_cast<unsigned char>(t[keep]) & 0xC0) == 0x80) --keep;
+      t.resize(keep);
+    }
+  }
   std::sort(o.outputs.begin(), o.outputs.end(),
             [](const CompletionOutput& a, const CompletionOutput& b) { return a.index < b.index; });
   o.finished = req.finished();

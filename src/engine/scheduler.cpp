@@ -34,9 +34,11 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan) {
   plan.num_tokens += count;
   plan.num_logit_rows += s.prompt_logprobs ? count : (s.num_samples ? 1 : 0);
   plan.seqs.push_back(s);
+  seq->planned_in_step = step_;
 }
 
 StepPlan Scheduler::schedule() {
+  ++step_;
   StepPlan plan;
   plan.state_copies.swap(state_copies_);
   int64_t budget = cfg_.max_num_batched_tokens;
@@ -60,39 +62,63 @@ StepPlan Scheduler::schedule() {
     schedule_chunk(seq, 1, plan);
     --budget;
   }
-  // 2. Prompt chunks of running sequences.
+  // 2. Prompt chunks of running sequences. Prompts whose logprobs are wanted may always be
+  // split (their logit rows are capped per step), whatever chunked_prefill says.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* seq = running_[i];
     const int64_t left = seq->num_uncomputed();
     if (left <= 1) continue;
-    int64_t chunk = std::min(left, budget);
-    if (!cfg_.chunked_prefill && chunk < left) continue;
     const bool lp = seq->request->params.prompt_logprobs.has_value() && !seq->forked;
+    const bool splittable = cfg_.chunked_prefill || lp;
+    int64_t chunk = std::min(left, budget);
     if (lp) chunk = std::min({chunk, cfg_.prompt_logprob_chunk, cfg_.max_logit_rows - plan.num_logit_rows});
     else if (plan.num_logit_rows + 1 > cfg_.max_logit_rows) continue;
-    // Shrink to the blocks available (whole blocks beyond the current one).
-    while (chunk > 0 && !blocks_.can_grow(seq->table, seq->num_computed + chunk)) {
-      const int64_t fit = (int64_t(seq->table.blocks.size()) + blocks_.num_free_blocks()) * blocks_.block_size() -
-                          seq->num_computed;
-      chunk = std::min(chunk - 1, std::max<int64_t>(fit, 0));
+    if (chunk <= 0 || (!splittable && chunk < left)) continue;
+    // Shrink to the blocks available; when not even one position fits, preempt the newest
+    // running sequence (possibly this one) so the older ones always make progress.
+    bool self_preempted = false;
+    for (;;) {
+      const int64_t fit = blocks_.positions_growable(seq->table) - seq->num_computed;
+      if (fit >= chunk || (fit > 0 && splittable)) {
+        chunk = std::min(chunk, fit);
+        break;
+      }
+      // A sequence already in this step's plan cannot give up its blocks; decodes are
+      // progressing then, and will free blocks as they finish.
+      Sequence* victim = running_.back();
+      if (victim != seq && victim->planned_in_step == step_) {
+        chunk = 0;
+        break;
+      }
+      preempt(victim);
+      preempted = true;
+      if (victim == seq) {
+        self_preempted = true;
+        break;
+      }
     }
-    if (chunk <= 0 || (!cfg_.chunked_prefill && chunk < left)) continue;
+    if (self_preempted) break;  // seq was the newest: nothing after it remains
+    if (chunk <= 0) continue;
     schedule_chunk(seq, chunk, plan);
     budget -= chunk;
   }
-  // 3. Admission, first come first served; none in a step that had to preempt.
+  // 3. Admission, first come first served; none in a step that had to preempt. The free-
+  // block watermark is kept back for running sequences; with none running it is not.
   while (!preempted && budget > 0 && !waiting_.empty()) {
     Sequence* seq = waiting_.front();
     const int64_t need_slots = slots_needed(seq);
     if (int64_t(running_.size()) + reserved_slots_ + need_slots > cfg_.max_num_seqs) break;
     if (blocks_.num_free_slots() - reserved_slots_ < need_slots) break;
     const int64_t left = seq->num_uncomputed();
-    int64_t chunk = std::min(left, budget);
-    if (!cfg_.chunked_prefill && chunk < left) break;
     const bool lp = seq->request->params.prompt_logprobs.has_value() && !seq->forked;
+    const bool splittable = cfg_.chunked_prefill || lp;
+    int64_t chunk = std::min(left, budget);
     if (lp) chunk = std::min({chunk, cfg_.prompt_logprob_chunk, cfg_.max_logit_rows - plan.num_logit_rows});
     else if (plan.num_logit_rows + 1 > cfg_.max_logit_rows) break;
-    if (chunk <= 0 || !blocks_.can_admit(chunk)) break;
+    const int64_t reserve = running_.empty() ? 0 : blocks_.watermark();
+    const int64_t fit = (blocks_.num_free_blocks() - reserve) * blocks_.block_size();
+    if (splittable) chunk = std::min(chunk, fit);
+    if (chunk <= 0 || chunk > fit || (!splittable && chunk < left)) break;
     waiting_.pop_front();
     blocks_.admit(seq->table, 0);
     reserved_slots_ += need_slots - 1;

@@ -59,6 +59,7 @@ class Scheduler {
   int64_t reserved_slots_ = 0;      // held for the samples of admitted unforked requests
   int64_t next_admit_ = 0;
   int64_t preemptions_ = 0;
+  uint64_t step_ = 0;               // schedule() calls, to mark planned sequences
   std::vector<std::pair<int32_t, int32_t>> state_copies_;  // from forks, for the next plan
 };
 

@@ -30,6 +30,7 @@ struct Sequence {
   int64_t admit_order = 0;      // larger = admitted later (preemption victim order)
   bool forked = false;          // n > 1 requests fork their samples after the prompt
   int64_t num_preemptions = 0;
+  uint64_t planned_in_step = 0; // the scheduler step that last planned it (0: none)
   CompletionOutput out;         // text, ids, logprobs, finish reason
 
   int64_t num_outputs() const { return int64_t(tokens.size()) - prompt_len; }

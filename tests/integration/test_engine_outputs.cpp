@@ -210,3 +210,66 @@ TEST(EngineOutputs, BadRequestsAreRejectedAndOthersComplete) {
   EXPECT_EQ(last.request_id, "good");
   EXPECT_EQ(last.outputs[0].token_ids.size(), 4u);
 }
+
+TEST(EngineOutputs, StreamedTextIsNeverTakenBack) {
+  engine::Engine e(args());
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 24;
+  p.ignore_eos = true;
+  RequestOutput free_run = run_one(e, "Streaming with stop strings", p);
+  const std::string text = free_run.outputs[0].text;
+  ASSERT_GE(text.size(), 12u);
+  // A stop string starting mid-way: the text before it streams out, and what is shown
+  // while running is always a prefix of everything shown later.
+  SamplingParams ps = p;
+  ps.stop = {text.substr(text.size() / 2, 3)};
+  e.add_request("s", "Streaming with stop strings", ps);
+  std::vector<std::string> seen;
+  while (e.has_unfinished())
+    for (RequestOutput& o : e.step()) seen.push_back(o.outputs[0].text);
+  ASSERT_FALSE(seen.empty());
+  for (size_t i = 1; i < seen.size(); ++i)
+    EXPECT_EQ(seen[i].compare(0, seen[i - 1].size(), seen[i - 1]), 0) << "text shrank at output " << i;
+  EXPECT_EQ(seen.back(), text.substr(0, text.find(ps.stop[0])));
+}
+
+TEST(EngineOutputs, AbortReturnsTheFinalOutput) {
+  engine::Engine e(args());
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 50;
+  p.ignore_eos = true;
+  e.add_request("a", "to be aborted", p);
+  e.step();
+  e.step();
+  std::optional<RequestOutput> out = e.abort("a");
+  ASSERT_TRUE(out.has_value());
+  EXPECT_TRUE(out->finished);
+  EXPECT_EQ(out->outputs[0].finish_reason, "abort");
+  EXPECT_FALSE(out->outputs[0].token_ids.empty());
+  EXPECT_FALSE(e.has_unfinished());
+  EXPECT_FALSE(e.abort("a").has_value());
+  EXPECT_EQ(e.block_manager().num_free_blocks(), e.block_manager().num_blocks());
+}
+
+TEST(EngineOutputs, LongPromptLogprobsUnderATightCacheComplete) {
+  EngineArgs a = args();
+  a.kv_cache_memory = uint64_t(40) * 16 * 512;  // 40 blocks of 16 tokens
+  engine::Engine e(a);
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 4;
+  p.prompt_logprobs = 1;
+  std::vector<int32_t> prompt(400, 0);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(300 + (i * 37) % 5000);
+  e.add_request("x", prompt, p);
+  e.add_request("y", prompt, p);
+  int64_t steps = 0;
+  while (e.has_unfinished() && steps < 5000) {
+    e.step();
+    ++steps;
+  }
+  EXPECT_FALSE(e.has_unfinished()) << "stalled";
+  EXPECT_EQ(e.block_manager().num_free_blocks(), e.block_manager().num_blocks());
+}

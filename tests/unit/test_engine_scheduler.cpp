@@ -72,11 +72,14 @@ void run_random(uint64_t seed, Totals& totals) {
   SchedulerConfig cfg;
   cfg.max_num_seqs = 1 + int64_t(rng() % 16);
   cfg.max_num_batched_tokens = 1 + int64_t(rng() % 96);
-  cfg.chunked_prefill = true;
   cfg.max_logit_rows = cfg.max_num_seqs + 32;
   cfg.prompt_logprob_chunk = 32;
   const int block_size = 1 + int(rng() % 16);
   const int64_t num_blocks = 8 + int64_t(rng() % 64);
+  // A quarter of the worlds run without chunked prefill; the engine then requires a token
+  // budget of at least the context, here the whole cache.
+  cfg.chunked_prefill = rng() % 4 != 0;
+  if (!cfg.chunked_prefill) cfg.max_num_batched_tokens = std::max<int64_t>(cfg.max_num_batched_tokens, num_blocks * block_size);
   cache::BlockManager bm(num_blocks, block_size, cfg.max_num_seqs, int64_t(rng() % 3));
   Scheduler sched(cfg, bm);
   World w;
@@ -91,7 +94,7 @@ void run_random(uint64_t seed, Totals& totals) {
       req->params.n = 1 + int(rng() % 3);
       if (req->params.n > cfg.max_num_seqs) req->params.n = 1;
       req->params.max_tokens = 1 + int64_t(rng() % 20);
-      if (rng() % 5 == 0) req->params.prompt_logprobs = 1;
+      if (rng() % 4 == 0) req->params.prompt_logprobs = 1;
       const int64_t cap = num_blocks * block_size;
       int64_t len = 1 + int64_t(rng() % 60);
       if (len + req->params.max_tokens > cap) len = std::max<int64_t>(1, cap - req->params.max_tokens);
@@ -203,4 +206,81 @@ TEST(BlockManager, AdmissionKeepsTheWatermark) {
   EXPECT_TRUE(bm.can_grow(t, 40));  // running sequences may use the watermark
   EXPECT_FALSE(bm.can_grow(t, 41));
   bm.release(t);
+}
+
+namespace {
+
+// Drives a scheduler with a fake executor until every request finishes or `max_steps`.
+// Returns the number of steps taken, or -1 on a stall.
+int64_t drive(Scheduler& sched, std::vector<std::unique_ptr<Request>>& reqs, int64_t max_steps) {
+  for (int64_t step = 1; step <= max_steps; ++step) {
+    bool all_done = true;
+    for (auto& r : reqs) all_done = all_done && r->finished();
+    if (all_done) return step - 1;
+    StepPlan plan = sched.schedule();
+    StepResult res;
+    for (const ScheduledSeq& s : plan.seqs) {
+      SeqResult r{s.seq, s.epoch, s.count, {}, s.start + 1, {}};
+      for (int k = 0; k < s.num_samples; ++k) r.samples.push_back({7, 0.f, {}});
+      res.seqs.push_back(r);
+    }
+    for (Sequence* s : sched.update(res))
+      if (s->num_outputs() >= s->request->params.max_tokens) sched.finish(s);
+  }
+  return -1;
+}
+
+std::unique_ptr<Request> make_request(Scheduler& sched, int64_t id, int64_t prompt_len, int64_t max_tokens,
+                                      bool prompt_logprobs) {
+  auto r = std::make_unique<Request>();
+  r->id = std::to_string(id);
+  r->params.max_tokens = max_tokens;
+  if (prompt_logprobs) r->params.prompt_logprobs = 1;
+  r->prompt_ids.assign(size_t(prompt_len), 5);
+  auto s = std::make_unique<Sequence>();
+  s->id = id;
+  s->request = r.get();
+  s->tokens = r->prompt_ids;
+  s->prompt_len = prompt_len;
+  sched.add(s.get());
+  r->seqs.push_back(std::move(s));
+  return r;
+}
+
+}  // namespace
+
+// Two long prompts whose logprobs are wanted advance in small chunks side by side until
+// the cache is full with both mid-prompt: the newer one must be preempted, not stall.
+TEST(SchedulerProgress, TwoPromptsFillingTheCacheDoNotStall) {
+  SchedulerConfig cfg;
+  cfg.prompt_logprob_chunk = 8;
+  cfg.max_logit_rows = 64;
+  cache::BlockManager bm(16, 4, 8, 1);
+  Scheduler sched(cfg, bm);
+  std::vector<std::unique_ptr<Request>> reqs;
+  reqs.push_back(make_request(sched, 1, 40, 4, true));
+  reqs.push_back(make_request(sched, 2, 40, 4, true));
+  EXPECT_GE(drive(sched, reqs, 1000), 0) << "scheduler stalled";
+  EXPECT_GT(sched.num_preemptions(), 0);
+  EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
+}
+
+// A request that needs every block of the cache runs once nothing else does: the
+// watermark only protects running sequences.
+TEST(SchedulerProgress, RequestNeedingTheWholeCacheIsAdmitted) {
+  SchedulerConfig cfg;
+  cache::BlockManager bm(16, 4, 8, 1);
+  Scheduler sched(cfg, bm);
+  std::vector<std::unique_ptr<Request>> reqs;
+  reqs.push_back(make_request(sched, 1, 63, 1, false));
+  EXPECT_GE(drive(sched, reqs, 100), 0) << "never admitted";
+  reqs.clear();
+  // Without chunked prefill a whole prompt must still fit in one step's budget.
+  SchedulerConfig whole = cfg;
+  whole.chunked_prefill = false;
+  Scheduler s2(whole, bm);
+  reqs.push_back(make_request(s2, 2, 60, 4, false));
+  reqs.push_back(make_request(s2, 3, 30, 4, false));
+  EXPECT_GE(drive(s2, reqs, 200), 0) << "stalled without chunked prefill";
+  EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
 }
