@@ -10,7 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/thread_pool.h"
-#include "engine/generator.h"
+#include "cache/cache_engine.h"
+#include "engine/engine.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/model.h"
@@ -21,6 +22,39 @@ namespace fs = std::filesystem;
 using namespace gannet;
 
 namespace {
+
+// Logits [n, vocab] at every prompt position, computed by the model directly in chunks of
+// `chunk` tokens over a paged cache (the engine only keeps the rows it samples from).
+std::vector<float> prompt_logits(model::Model& m, const std::vector<int32_t>& prompt, int64_t chunk, ThreadPool* pool) {
+  const int64_t n = int64_t(prompt.size()), v = m.config().vocab_size;
+  const int block = 16;
+  cache::CacheEngine cache(m.cache_spec(), (n + block - 1) / block, block);
+  std::vector<int32_t> table(size_t((n + block - 1) / block));
+  for (size_t b = 0; b < table.size(); ++b) table[b] = int32_t(b);
+  kernels::AttentionSeq seq{table.data()};
+  m.reserve(chunk, chunk);
+  std::vector<float> out(size_t(n * v));
+  std::vector<int32_t> pos(static_cast<size_t>(chunk)), tok_seq(static_cast<size_t>(chunk), 0),
+      rows(static_cast<size_t>(chunk));
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t c = std::min(chunk, n - s);
+    for (int64_t i = 0; i < c; ++i) {
+      pos[size_t(i)] = int32_t(s + i);
+      rows[size_t(i)] = int32_t(i);
+    }
+    model::Batch b;
+    b.n_tokens = c;
+    b.token_ids = prompt.data() + s;
+    b.positions = pos.data();
+    b.token_seq = tok_seq.data();
+    b.n_seqs = 1;
+    b.seqs = &seq;
+    b.n_logits = c;
+    b.logit_rows = rows.data();
+    m.forward(b, cache.views(), out.data() + s * v, pool);
+  }
+  return out;
+}
 
 fs::path source_dir() {
   if (const char* s = std::getenv("GANNET_SOURCE_DIR")) return s;
@@ -45,7 +79,6 @@ void check_golden(const std::string& name) {
   io::Checkpoint ckpt(dir.string());
   auto m = model::create_model(cfg, ckpt);
   ThreadPool pool(2);
-  engine::Generator gen(*m, &pool, /*max_chunk=*/5);  // chunked prefill on purpose
 
   const std::vector<int32_t> prompt = g["prompt_ids"].get<std::vector<int32_t>>();
   // Our tokenizer must produce the reference ids for the golden's prompt (BOS + text).
@@ -53,7 +86,7 @@ void check_golden(const std::string& name) {
   EXPECT_EQ(tok.encode(g["prompt"].get<std::string>(), /*add_special_tokens=*/true), prompt);
   const std::vector<int32_t> cols = g["logit_columns"].get<std::vector<int32_t>>();
   const int64_t v = cfg.vocab_size;
-  std::vector<float> logits = gen.prompt_logits(prompt);
+  std::vector<float> logits = prompt_logits(*m, prompt, /*chunk=*/5, &pool);  // chunked on purpose
   double worst = 0;
   for (size_t p = 0; p < prompt.size(); ++p) {
     const float* row = logits.data() + p * size_t(v);
@@ -74,12 +107,24 @@ void check_golden(const std::string& name) {
       if (row[i] > row[am]) am = int32_t(i);
     EXPECT_EQ(am, g["argmax"][p].get<int32_t>()) << "position " << p;
   }
+  // The greedy continuation goes through the whole engine (scheduler, paged cache, sampler).
+  EngineArgs ea;
+  ea.model = dir.string();
+  ea.quiet = true;
+  ea.threads = 2;
+  ea.kv_cache_memory = 16ull << 20;
+  ea.max_num_batched_tokens = 7;
+  engine::Engine eng(ea);
   SamplingParams sp;
   sp.temperature = 0;
   sp.ignore_eos = true;
   sp.max_tokens = int64_t(g["greedy_ids"].size());
-  engine::GenerationResult r = gen.generate(prompt, sp);
-  EXPECT_EQ(r.token_ids, g["greedy_ids"].get<std::vector<int32_t>>());
+  eng.add_request("golden", prompt, sp);
+  std::vector<int32_t> greedy;
+  while (eng.has_unfinished())
+    for (const RequestOutput& o : eng.step())
+      if (o.finished) greedy = o.outputs[0].token_ids;
+  EXPECT_EQ(greedy, g["greedy_ids"].get<std::vector<int32_t>>());
   std::printf("%s: max |logit error| %.3g over %zu positions x %zu columns\n", name.c_str(), worst, prompt.size(),
               cols.size());
   fs::remove_all(dir);
