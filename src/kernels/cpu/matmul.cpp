@@ -15,7 +15,9 @@ namespace gannet::kernels {
 namespace {
 
 // Column ranges handed to threads are multiples of this, so they start on tile edges of
-// every variant (register tiles are 1, 2 or 4 columns wide).
+// most variants (register tiles are 1, 2, 4 or, AVX-512 bf16 prefill, 6 columns wide; a
+// range there may end in a narrower edge tile, which is only a speed matter: each output
+// keeps its own accumulator wherever tiles fall).
 constexpr int64_t kColumnGrain = 16;
 
 // Below this many multiply-adds a call runs on the calling thread: waking the pool costs
