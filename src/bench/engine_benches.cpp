@@ -36,13 +36,15 @@ double weight_elem_bytes(const std::string& model) {
   return ck.total_elements() ? double(ck.total_bytes()) / double(ck.total_elements()) : 4.0;
 }
 
-// Deterministic synthetic prompt ids in the ordinary part of the vocabulary.
-std::vector<int32_t> synthetic_prompt(int64_t len, int64_t salt) {
+// Deterministic synthetic prompt ids, past the first 1000 (often special or byte tokens)
+// when the vocabulary is large enough.
+std::vector<int32_t> synthetic_prompt(int64_t len, int64_t salt, int64_t vocab) {
   std::vector<int32_t> ids(static_cast<size_t>(len));
+  const int64_t lo = vocab > 2000 ? 1000 : 0, span = std::min<int64_t>(vocab, 91000) - lo;
   uint64_t x = 0x9e3779b97f4a7c15ull * uint64_t(salt + 1);
   for (auto& id : ids) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    id = int32_t(1000 + x % 90000);
+    id = int32_t(lo + int64_t(x % uint64_t(span)));
   }
   return ids;
 }
@@ -102,7 +104,7 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
     p.temperature = 0;
     p.ignore_eos = true;
     p.max_tokens = o.output_len;
-    for (int64_t i = 0; i < b; ++i) eng.add_request("d" + std::to_string(i), synthetic_prompt(o.input_len, i), p);
+    for (int64_t i = 0; i < b; ++i) eng.add_request("d" + std::to_string(i), synthetic_prompt(o.input_len, i, eng.model().config().vocab_size), p);
     // Prefill until every sequence has its first token; then each step is a pure decode
     // of b sequences until they all finish together.
     const double bw_before = bandwidth();
@@ -174,7 +176,7 @@ Report run_prefill_bench(const PrefillOptions& o, const Roofline& roofline) {
     p.temperature = 0;
     p.max_tokens = 1;
     for (int r = 0; r < o.repeats; ++r) {
-      eng.add_request("p", synthetic_prompt(len, r), p);
+      eng.add_request("p", synthetic_prompt(len, r, eng.model().config().vocab_size), p);
       auto t0 = std::chrono::steady_clock::now();
       while (eng.has_unfinished()) eng.step();  // one step: the whole prompt fits the budget
       times.push_back(seconds(t0, std::chrono::steady_clock::now()));
@@ -214,7 +216,7 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
       p.temperature = 0;
       p.ignore_eos = true;
       p.max_tokens = o.output_len;
-      eng.add_request("t" + std::to_string(i), synthetic_prompt(o.input_len, i), p);
+      eng.add_request("t" + std::to_string(i), synthetic_prompt(o.input_len, i, eng.model().config().vocab_size), p);
     } else {
       eng.add_request("t" + std::to_string(i), o.dataset[size_t(i)].first, o.dataset[size_t(i)].second);
     }

@@ -73,8 +73,7 @@ int cmd_bench(const Args& args) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  const int threads = int(f.get_int("threads", int(std::max(1u, std::thread::hardware_concurrency()))));
-  if (threads < 1) throw UsageError("--threads must be >= 1");
+  const int threads = int(f.get_int_in("threads", int(std::max(1u, std::thread::hardware_concurrency())), 1, 1024));
   auto progress = [](const std::string& stage) { std::fprintf(stderr, "roofline: measuring %s...\n", stage.c_str()); };
   auto roofline = [&] {
     if (f.has("remeasure") || which == "roofline") {
@@ -123,7 +122,7 @@ int cmd_bench(const Args& args) {
     bench::PrefillOptions o;
     common(o);
     if (auto v = f.get("lengths")) o.lengths = parse_list("--lengths", *v);
-    o.repeats = int(f.get_int("repeats", o.repeats));
+    o.repeats = int(f.get_int_in("repeats", o.repeats, 1, 1000));
     emit(bench::run_prefill_bench(o, roofline()), f);
     return 0;
   }

@@ -77,13 +77,15 @@ int cmd_generate(const Args& args) {
   try {
     defaults.validate();
     ea.apply_environment();
-    ea.threads = int(f.get_int("threads", ea.threads));
-    if (auto m = f.get("kv-cache-memory")) ea.kv_cache_memory = parse_memory_size(*m);
-    ea.max_num_seqs = f.get_int("max-num-seqs", ea.max_num_seqs);
-    ea.max_num_batched_tokens = f.get_int("max-num-batched-tokens", ea.max_num_batched_tokens);
-    ea.block_size = int(f.get_int("block-size", ea.block_size));
-    ea.max_model_len = f.get_int("max-model-len", ea.max_model_len);
-    if (f.has("threads") && ea.threads < 1) throw UsageError("--threads must be >= 1");
+    ea.threads = int(f.get_int_in("threads", ea.threads, 1, 1024));
+    if (auto m = f.get("kv-cache-memory")) {
+      ea.kv_cache_memory = parse_memory_size(*m);
+      if (ea.kv_cache_memory == 0) throw UsageError("--kv-cache-memory must be more than 0 bytes");
+    }
+    ea.max_num_seqs = f.get_int_in("max-num-seqs", ea.max_num_seqs, 1, 1 << 20);
+    ea.max_num_batched_tokens = f.get_int_in("max-num-batched-tokens", ea.max_num_batched_tokens, 1, 1 << 24);
+    ea.block_size = int(f.get_int_in("block-size", ea.block_size, 1, 4096));
+    ea.max_model_len = f.get_int_in("max-model-len", ea.max_model_len, 1, 1 << 24);
     ea.validate();
   } catch (const UsageError&) {
     throw;

@@ -55,6 +55,14 @@ int64_t Flags::get_int(const std::string& name, int64_t def) const {
   return v ? parse_int("--" + name, *v) : def;
 }
 
+int64_t Flags::get_int_in(const std::string& name, int64_t def, int64_t lo, int64_t hi) const {
+  const int64_t v = get_int(name, def);
+  if (has(name) && (v < lo || v > hi))
+    throw UsageError("--" + name + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                     std::to_string(v));
+  return v;
+}
+
 double Flags::get_double(const std::string& name, double def) const {
   auto v = get(name);
   return v ? parse_double("--" + name, *v) : def;

@@ -29,6 +29,8 @@ class Flags {
   std::string require(const std::string& name) const;
   std::string get_or(const std::string& name, const std::string& def) const;
   int64_t get_int(const std::string& name, int64_t def) const;
+  // get_int, and a UsageError unless lo <= value <= hi.
+  int64_t get_int_in(const std::string& name, int64_t def, int64_t lo, int64_t hi) const;
   double get_double(const std::string& name, double def) const;
 
  private:

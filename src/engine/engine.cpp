@@ -43,7 +43,15 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   }
   model_ = model::create_model(cfg, *checkpoint_);
   tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(args_.model));
-  for (int64_t e : cfg.eos_token_ids) eos_ids_.push_back(int32_t(e));
+  for (int64_t e : cfg.eos_token_ids) {
+    if (e >= cfg.vocab_size)
+      fail(args_.model, ": eos_token_id ", e, " (config.json / generation_config.json) is outside the vocabulary of ",
+           cfg.vocab_size);
+    eos_ids_.push_back(int32_t(e));
+  }
+  if (args_.max_model_len > cfg.max_position_embeddings)
+    fail("--max-model-len ", args_.max_model_len, " exceeds the model's context of ", cfg.max_position_embeddings,
+         " tokens");
   max_model_len_ = args_.max_model_len > 0 ? std::min(args_.max_model_len, cfg.max_position_embeddings)
                                            : cfg.max_position_embeddings;
   if (!args_.enable_chunked_prefill && args_.max_num_batched_tokens < max_model_len_)
@@ -122,7 +130,7 @@ void Engine::add(std::unique_ptr<Request> req) {
   for (int32_t t : req->prompt_ids)
     if (t < 0 || t >= model_->config().vocab_size)
       fail("request '", id, "': prompt token id ", t, " is outside the vocabulary (size ", model_->config().vocab_size, ")");
-  if (n + p.max_tokens > max_model_len_)
+  if (p.max_tokens > max_model_len_ - n)
     fail("request '", id, "': prompt of ", n, " tokens plus max_tokens ", p.max_tokens, " exceeds the model's context of ",
          max_model_len_, " tokens");
   if (blocks_->blocks_for(n + p.max_tokens) > blocks_->num_blocks())

@@ -17,7 +17,7 @@ uint64_t parse_memory_size(const std::string& text) {
   while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
   char* end = nullptr;
   const double v = std::strtod(num.c_str(), &end);
-  if (num.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
+  if (num.empty() || *end != '\0' || !std::isfinite(v) || v < 0 || v > 1e18)
     fail("memory size '", text, "' is not a number with an optional unit (e.g. 4GiB, 512MiB, 2GB)");
   double mult = 1;
   std::string u;
@@ -32,6 +32,7 @@ uint64_t parse_memory_size(const std::string& text) {
   else if (u == "gib") mult = 1024.0 * 1024 * 1024;
   else if (u == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
   else fail("memory size '", text, "' has an unknown unit '", unit, "' (use B, KB, MB, GB, KiB, MiB, GiB)");
+  if (v * mult > 1.8e19) fail("memory size '", text, "' is too large");
   return uint64_t(v * mult);
 }
 

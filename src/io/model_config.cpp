@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <climits>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -14,12 +15,16 @@ using nlohmann::json;
 
 namespace {
 
-// First present key among spellings, as an integer; -1 when absent.
-int64_t get_int(const json& j, std::initializer_list<const char*> keys, const std::string& file) {
+// First present key among spellings, as a non-negative integer; -1 when absent. Present
+// values must lie in [0, max]: config values size allocations before any tensor is read.
+int64_t get_int(const json& j, std::initializer_list<const char*> keys, const std::string& file,
+                int64_t max = int64_t(1) << 40) {
   for (const char* k : keys) {
     auto it = j.find(k);
     if (it == j.end() || it->is_null()) continue;
     if (!it->is_number_integer()) fail(file, ": '", k, "' must be an integer");
+    if (it->is_number_unsigned() ? it->get<uint64_t>() > uint64_t(max) : (it->get<int64_t>() < 0 || it->get<int64_t>() > max))
+      fail(file, ": '", k, "' = ", it->dump(), " is outside [0, ", max, "]");
     return it->get<int64_t>();
   }
   return -1;
@@ -42,13 +47,16 @@ bool get_bool(const json& j, const char* key, bool def, const std::string& file)
 std::vector<int64_t> get_id_list(const json& j, const char* key, const std::string& file) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return {};
-  if (it->is_number_integer()) return {it->get<int64_t>()};
+  auto id = [&](const json& v) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || (v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX) ||
+        v.get<int64_t>() > INT32_MAX)
+      fail(file, ": '", key, "' must be a token id or a list of token ids (non-negative integers), got ", v.dump());
+    return v.get<int64_t>();
+  };
+  if (it->is_number()) return {id(*it)};
   std::vector<int64_t> out;
   if (it->is_array())
-    for (const json& v : *it) {
-      if (!v.is_number_integer()) fail(file, ": '", key, "' must be an integer or a list of integers");
-      out.push_back(v.get<int64_t>());
-    }
+    for (const json& v : *it) out.push_back(id(v));
   else
     fail(file, ": '", key, "' must be an integer or a list of integers");
   return out;
@@ -102,14 +110,15 @@ ModelConfig parse_model_config(const std::string& text, const std::string& file)
     fail(file, ": 'architectures' must be a non-empty list of names");
   c.architecture = (*arch)[0].get<std::string>();
   if (j.contains("model_type") && j["model_type"].is_string()) c.model_type = j["model_type"];
-  c.hidden_size = get_int(j, {"hidden_size", "n_embd", "d_model"}, file);
-  c.intermediate_size = get_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, file);
-  c.num_hidden_layers = get_int(j, {"num_hidden_layers", "n_layer", "n_layers"}, file);
-  c.num_attention_heads = get_int(j, {"num_attention_heads", "n_head", "n_heads"}, file);
-  c.num_key_value_heads = get_int(j, {"num_key_value_heads", "n_kv_heads", "num_kv_heads"}, file);
-  c.head_dim = get_int(j, {"head_dim"}, file);
-  c.vocab_size = get_int(j, {"vocab_size", "n_vocab"}, file);
-  c.max_position_embeddings = get_int(j, {"max_position_embeddings", "n_positions", "n_ctx"}, file);
+  // Limits far above any real model, low enough that products cannot overflow.
+  c.hidden_size = get_int(j, {"hidden_size", "n_embd", "d_model"}, file, 1 << 20);
+  c.intermediate_size = get_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, file, 1 << 22);
+  c.num_hidden_layers = get_int(j, {"num_hidden_layers", "n_layer", "n_layers"}, file, 4096);
+  c.num_attention_heads = get_int(j, {"num_attention_heads", "n_head", "n_heads"}, file, 4096);
+  c.num_key_value_heads = get_int(j, {"num_key_value_heads", "n_kv_heads", "num_kv_heads"}, file, 4096);
+  c.head_dim = get_int(j, {"head_dim"}, file, 4096);
+  c.vocab_size = get_int(j, {"vocab_size", "n_vocab"}, file, 1 << 24);
+  c.max_position_embeddings = get_int(j, {"max_position_embeddings", "n_positions", "n_ctx"}, file, 1 << 24);
   struct Req { const char* name; int64_t v; };
   for (Req r : {Req{"hidden_size", c.hidden_size}, Req{"intermediate_size", c.intermediate_size},
                 Req{"num_hidden_layers", c.num_hidden_layers},
@@ -125,14 +134,18 @@ ModelConfig parse_model_config(const std::string& text, const std::string& file)
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
   if (c.head_dim <= 0 || c.head_dim % 2 != 0) fail(file, ": head_dim must be a positive even number");
-  if (c.max_position_embeddings <= 0) c.max_position_embeddings = 2048;
+  if (c.max_position_embeddings == 0) fail(file, ": 'max_position_embeddings' must be positive");
+  if (c.max_position_embeddings < 0) c.max_position_embeddings = 2048;
   c.rms_norm_eps = get_double(j, "rms_norm_eps", 1e-6, file);
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1)) fail(file, ": 'rms_norm_eps' must be in (0, 1)");
   c.rope_theta = get_double(j, "rope_theta", 10000.0, file);
   if (c.rope_theta <= 0) fail(file, ": rope_theta must be > 0");
   c.rope_scaling = parse_rope_scaling(j, file);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false, file);
+  // Qwen2 always has q/k/v biases, whatever attention_bias says (as in transformers).
   const bool is_qwen2 = c.architecture == "Qwen2ForCausalLM";
-  c.attention_bias = get_bool(j, "attention_bias", is_qwen2, file);
+  c.attention_bias = is_qwen2 || get_bool(j, "attention_bias", false, file);
+  if (get_bool(j, "mlp_bias", false, file)) fail(file, ": mlp_bias = true is not supported");
   c.qk_norm = c.architecture == "Qwen3ForCausalLM";
   if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) c.torch_dtype = j["torch_dtype"];
   c.bos_token_id = get_int(j, {"bos_token_id"}, file);

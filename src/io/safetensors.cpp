@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -94,6 +95,13 @@ std::vector<TensorInfo> parse_safetensors_header(const uint8_t* data, size_t siz
     if (t.begin > t.end || t.end > data_len)
       fail(file, ": tensor '", name, "': data_offsets [", t.begin, ", ", t.end,
            "] out of range (data section is ", data_len, " bytes)");
+    {
+      // Element count must fit int64 even when a zero dimension makes the bytes 0.
+      unsigned __int128 n = 1;
+      for (int64_t d : t.shape)
+        if (d != 0 && (n *= uint64_t(d)) > uint64_t(INT64_MAX))
+          fail(file, ": tensor '", name, "': shape has more than 2^63 elements");
+    }
     if (too_big && bytes != 0)
       fail(file, ": tensor '", name, "': shape x dtype needs more bytes than the whole data section (",
            data_len, " bytes)");

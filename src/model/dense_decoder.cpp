@@ -35,8 +35,7 @@ kernels::RopeTable make_rope(const io::ModelConfig& c) {
 
 }  // namespace
 
-DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
-    : cfg_(cfg), rope_(make_rope(cfg)) {
+DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckpt) : cfg_(cfg) {
   const int64_t h = cfg.hidden_size, hd = cfg.head_dim, q = cfg.num_attention_heads * hd,
                 kv = cfg.num_key_value_heads * hd, f = cfg.intermediate_size;
   embed_ = Linear(ckpt, "model.embed_tokens.weight", cfg.vocab_size, h);
@@ -46,6 +45,8 @@ DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckp
   else
     lm_head_ = embed_;
   final_norm_ = load_vector_f32(ckpt, "model.norm.weight", h);
+  // The last layer must exist before anything is sized by the layer count.
+  ckpt.get("model.layers." + std::to_string(cfg.num_hidden_layers - 1) + ".input_layernorm.weight");
   layers_.resize(size_t(cfg.num_hidden_layers));
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     Layer& L = layers_[size_t(l)];
@@ -57,8 +58,8 @@ DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckp
     L.q = Linear(ckpt, a + "q_proj.weight", q, h, b ? a + "q_proj.bias" : "");
     L.k = Linear(ckpt, a + "k_proj.weight", kv, h, b ? a + "k_proj.bias" : "");
     L.v = Linear(ckpt, a + "v_proj.weight", kv, h, b ? a + "v_proj.bias" : "");
-    // Llama's attention_bias also covers o_proj; Qwen2 has no o_proj bias.
-    const bool ob = b && cfg.architecture == "LlamaForCausalLM";
+    // attention_bias covers o_proj for Llama and Qwen3; Qwen2 never has an o_proj bias.
+    const bool ob = b && cfg.architecture != "Qwen2ForCausalLM";
     L.o = Linear(ckpt, a + "o_proj.weight", h, q, ob ? a + "o_proj.bias" : "");
     if (cfg.qk_norm) {
       L.q_norm = load_vector_f32(ckpt, a + "q_norm.weight", hd);
@@ -68,6 +69,8 @@ DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckp
     L.up = Linear(ckpt, p + "mlp.up_proj.weight", f, h);
     L.down = Linear(ckpt, p + "mlp.down_proj.weight", h, f);
   }
+  // Built last: its size follows head_dim, which the tensor shapes have now confirmed.
+  rope_ = make_rope(cfg);
 }
 
 CacheSpec DenseDecoder::cache_spec() const {

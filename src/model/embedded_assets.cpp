@@ -1,12 +1,11 @@
 #include "model/embedded_assets.h"
 
-// GANNET_ASSETS_DIR is set by CMake; .incbin copies the files into .rodata at build time.
-#define GANNET_STR2(x) #x
-#define GANNET_STR(x) GANNET_STR2(x)
+// GANNET_ASSETS_DIR (a string literal) is set by CMake; .incbin copies the files into
+// .rodata at build time.
 #define GANNET_INCBIN(sym, file)                                            \
   __asm__(".section .rodata\n"                                              \
           ".global " #sym "_begin\n" #sym "_begin:\n"                       \
-          ".incbin \"" GANNET_STR(GANNET_ASSETS_DIR) "/" file "\"\n"       \
+          ".incbin \"" GANNET_ASSETS_DIR "/" file "\"\n"                  \
           ".global " #sym "_end\n" #sym "_end:\n"                           \
           ".byte 0\n"                                                       \
           ".previous\n");                                                   \

@@ -88,10 +88,42 @@ def test_engine_flag_errors(gannet, tiny_models):
     for args, msg in [
         (["--kv-cache-memory", "lots"], "memory size 'lots'"),
         (["--kv-cache-memory", "4XB"], "unknown unit"),
-        (["--max-num-seqs", "0"], "--max-num-seqs must be >= 1"),
+        (["--max-num-seqs", "0"], "--max-num-seqs must be in [1, "),
         (["--block-size", "0"], "--block-size must be in"),
+        (["--block-size", "4294967360"], "--block-size must be in [1, 4096]"),
+        (["--threads", "100000"], "--threads must be in [1, 1024]"),
+        (["--kv-cache-memory", "0"], "--kv-cache-memory must be more than 0"),
+        (["--max-model-len", "0"], "--max-model-len must be in [1, "),
         (["--logprobs", "99"], "logprobs"),
     ]:
         p = gannet(["generate", "--model", m, "--prompt", "x", *args], check=False)
         assert p.returncode == 2, (args, p.stderr)
         assert msg in p.stderr, (args, p.stderr)
+    # Well-formed but beyond what this model allows: an error naming the limit.
+    p = gannet(["generate", "--model", m, "--prompt", "x", "--max-model-len", "999999"], check=False)
+    assert p.returncode == 1 and "exceeds the model's context of 4096" in p.stderr, p.stderr
+
+
+def test_bad_config_values_are_named(gannet, tiny_models, tmp_path):
+    import shutil
+    for field, value, msg in [("num_key_value_heads", -3, "'num_key_value_heads' = -3 is outside"),
+                              ("head_dim", 2147483648, "'head_dim' = 2147483648 is outside"),
+                              ("num_hidden_layers", 100000000, "'num_hidden_layers' = 100000000 is outside"),
+                              ("rms_norm_eps", 0, "rms_norm_eps"),
+                              ("eos_token_id", -1, "eos_token_id")]:
+        d = tmp_path / field
+        shutil.copytree(tiny_models["llama"], d)
+        cfg = json.loads((d / "config.json").read_text())
+        cfg[field] = value
+        (d / "config.json").write_text(json.dumps(cfg))
+        (d / "generation_config.json").unlink()
+        p = gannet(["info", "--model", str(d)], check=False)
+        assert p.returncode == 1, (field, p.stderr)
+        assert msg in p.stderr and "config.json" in p.stderr, (field, p.stderr)
+    # An end-of-sequence id outside the model's vocabulary is named, not a crash later.
+    d = tmp_path / "eos"
+    shutil.copytree(tiny_models["llama"], d)
+    (d / "generation_config.json").write_text(json.dumps({"eos_token_id": 129280}))
+    p = gannet(["generate", "--model", str(d), "--prompt", "x", "--max-tokens", "2"], check=False)
+    assert p.returncode == 1, p.stderr
+    assert "generation_config.json" in p.stderr and "eos_token_id" in p.stderr and "129280" in p.stderr, p.stderr

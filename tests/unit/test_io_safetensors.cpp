@@ -99,8 +99,13 @@ TEST(Safetensors, RejectsBadFiles) {
   expect_error(raw_file(R"({"t":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4), "non-negative");
   expect_error(raw_file(R"({"t":{"dtype":"F32","shape":[1]}})", 4), "data_offsets");
   // Shapes whose byte count overflows 64 bits must not wrap around to a "matching" size.
-  expect_error(raw_file(R"({"t":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", 0),
+  expect_error(raw_file(R"({"t":{"dtype":"F32","shape":[1152921504606846976,4],"data_offsets":[0,0]}})", 0),
                "shape x dtype");
+  // Element counts past int64 are rejected even when a zero dimension makes 0 bytes.
+  expect_error(raw_file(R"({"t":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", 0),
+               "more than 2^63 elements");
+  expect_error(raw_file(R"({"t":{"dtype":"U8","shape":[1099511627776,1099511627776,0],"data_offsets":[0,0]}})", 0),
+               "more than 2^63 elements");
 }
 
 TEST(Safetensors, AcceptsEveryDtype) {
