@@ -14,7 +14,14 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      echo "setup: not root and no sudo; please run as root:" >&2
+      echo "  apt-get install -y ${missing[*]}" >&2
+      exit 1
+    fi
+    sudo="sudo"
+  fi
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
@@ -22,9 +29,9 @@ fi
 # Python test requirements (pytest). torch/transformers are only in
 # tools/requirements-golden.txt, for regenerating goldens; tests never need them.
 stamp=.venv/.requirements-test.stamp
-if [ ! -x .venv/bin/python ] || ! cmp -s requirements-test.txt "$stamp"; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "" 2>/dev/null || ! cmp -s requirements-test.txt "$stamp"; then
   echo "setup: creating .venv with requirements-test.txt"
-  python3 -m venv .venv
+  python3 -m venv --clear .venv
   .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-test.txt
   cp requirements-test.txt "$stamp"
 fi
