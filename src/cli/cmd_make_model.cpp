@@ -11,7 +11,7 @@ namespace gannet::cli {
 namespace {
 const char* kUsage =
     "usage: gannet make-model --arch llama|qwen2|qwen3 --preset tiny|small|1b --out DIR\n"
-    "                         [--seed N] [--dtype f32|bf16] [--shard-size BYTES]\n"
+    "                         [--seed N] [--dtype f32|bf16|f16] [--shard-size BYTES]\n"
     "\n"
     "Writes a checkpoint with random weights in the Hugging Face layout. The same flags give\n"
     "byte-identical files. The weights are random: generated text is noise.\n";
@@ -38,7 +38,8 @@ int cmd_make_model(const Args& args) {
   if (auto d = f.get("dtype")) {
     if (*d == "f32") opt.dtype_override = int(DType::F32);
     else if (*d == "bf16") opt.dtype_override = int(DType::BF16);
-    else throw UsageError("--dtype must be f32 or bf16, got '" + *d + "'");
+    else if (*d == "f16") opt.dtype_override = int(DType::F16);
+    else throw UsageError("--dtype must be f32, bf16 or f16, got '" + *d + "'");
   }
   int64_t shard = f.get_int("shard-size", 0);
   if (shard < 0) throw UsageError("--shard-size must be >= 0");

@@ -10,14 +10,15 @@ namespace {
 void to_f32(const io::TensorRef& t, int64_t n, float* dst) {
   switch (t.info->dtype) {
     case DType::F32: std::memcpy(dst, t.data, size_t(n) * 4); return;
-    case DType::BF16: {
-      const uint16_t* s = reinterpret_cast<const uint16_t*>(t.data);
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
-      return;
-    }
+    // Element by element through memcpy: the tensor may sit at any byte offset.
+    case DType::BF16:
     case DType::F16: {
-      const uint16_t* s = reinterpret_cast<const uint16_t*>(t.data);
-      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      const bool bf16 = t.info->dtype == DType::BF16;
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, t.data + 2 * i, 2);
+        dst[i] = bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+      }
       return;
     }
     default:
@@ -44,15 +45,17 @@ Linear::Linear(const io::Checkpoint& ckpt, const std::string& name, int64_t out,
     case DType::BF16:
       dtype_ = t.info->dtype;
       w_ = t.data;
-      // The kernels read f32 rows with aligned vector loads only where they may; safetensors
-      // offsets are element-aligned by construction, which is all the kernels assume.
+      // Used in place; the alignment check below rejects a tensor at an offset that is not
+      // a multiple of its element size.
       break;
-    case DType::F16:
-      owned_.resize(size_t(in) * size_t(out));
-      to_f32(t, in * out, owned_.data());
+    case DType::F16: {
+      auto widened = std::make_shared<std::vector<float>>(size_t(in) * size_t(out));
+      to_f32(t, in * out, widened->data());
+      owned_ = widened;
       dtype_ = DType::F32;
-      w_ = owned_.data();
+      w_ = owned_->data();
       break;
+    }
     default:
       fail(*t.file, ": tensor '", name, "' has dtype ", dtype_name(t.info->dtype),
            "; dense models need F32, BF16 or F16");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,8 @@ class Linear {
   int64_t in_ = 0, out_ = 0;
   DType dtype_ = DType::F32;
   const void* w_ = nullptr;
-  std::vector<float> owned_;  // widened f16 weights
+  // Widened f16 weights, shared by copies (a tied lm_head is a copy of the embedding).
+  std::shared_ptr<const std::vector<float>> owned_;
   std::vector<float> bias_;
 };
 

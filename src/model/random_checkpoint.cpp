@@ -102,7 +102,7 @@ ordered_json config_json(const Preset& p, const std::string& arch, DType dtype) 
   c["tie_word_embeddings"] = p.tie_word_embeddings;
   c["bos_token_id"] = 0;
   c["eos_token_id"] = 1;
-  c["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : "float32";
+  c["torch_dtype"] = dtype == DType::BF16 ? "bfloat16" : dtype == DType::F16 ? "float16" : "float32";
   c["use_cache"] = true;
   c["attention_dropout"] = 0.0;
   if (arch == "llama") {
@@ -150,7 +150,8 @@ void write_random_checkpoint(const RandomCheckpointOptions& opt, const std::stri
   Preset p = find_preset(opt.preset);
   architecture_for(opt.arch);  // validates
   DType dtype = opt.dtype_override < 0 ? p.dtype : DType(opt.dtype_override);
-  if (dtype != DType::F32 && dtype != DType::BF16) fail("make-model writes f32 or bf16 weights only");
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
+    fail("make-model writes f32, bf16 or f16 weights only");
   if (fs::exists(out_dir) && !(fs::is_directory(out_dir) && fs::is_empty(out_dir)))
     fail(out_dir, ": already exists and is not an empty directory");
   fs::create_directories(out_dir);
@@ -190,9 +191,12 @@ void write_random_checkpoint(const RandomCheckpointOptions& opt, const std::stri
         if (dtype == DType::F32) {
           float* f = reinterpret_cast<float*>(buf);
           for (int64_t i = 0; i < n; ++i) f[i] = sample(key, off + i, init);
-        } else {
+        } else if (dtype == DType::BF16) {
           uint16_t* b = reinterpret_cast<uint16_t*>(buf);
           for (int64_t i = 0; i < n; ++i) b[i] = f32_to_bf16(sample(key, off + i, init));
+        } else {
+          uint16_t* b = reinterpret_cast<uint16_t*>(buf);
+          for (int64_t i = 0; i < n; ++i) b[i] = f32_to_f16(sample(key, off + i, init));
         }
         done += uint64_t(n) * dtype_size(dtype);
         if (progress) progress(done, total);
