@@ -8,7 +8,19 @@ namespace gannet {
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
   if (n_threads < 1) fail("thread count must be >= 1, got ", n_threads);
-  for (int i = 1; i < n_threads; ++i) threads_.emplace_back([this, i] { worker(i); });
+  try {
+    for (int i = 1; i < n_threads; ++i) threads_.emplace_back([this, i] { worker(i); });
+  } catch (const std::exception& e) {
+    // Stop and join the threads that did start before reporting.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      generation_.fetch_add(1);
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    fail("cannot start ", n_threads, " threads: ", e.what());
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -45,7 +57,12 @@ void ThreadPool::worker(int index) {
     }
     seen = g;
     if (stop_) return;
-    run_range(index);
+    try {
+      run_range(index);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -66,11 +83,25 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   cv_.notify_all();
-  run_range(0);
+  std::exception_ptr mine;
+  try {
+    run_range(0);
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  // Always wait: workers still use fn_ until they finish their ranges.
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
     if (spin < 2000) __builtin_ia32_pause();
     else std::this_thread::yield();  // a worker may be descheduled: give it the core
   }
+  std::exception_ptr theirs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    theirs = error_;
+    error_ = nullptr;
+  }
+  if (mine) std::rethrow_exception(mine);
+  if (theirs) std::rethrow_exception(theirs);
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -26,7 +27,8 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Calls fn(begin, end, thread_index) on disjoint ranges covering [0, n), at most one
-  // range per thread, and returns when all are done. Ranges are aligned to `grain`.
+  // range per thread, and returns when all are done. Ranges are aligned to `grain`. An
+  // exception thrown by fn on any thread is rethrown here, after every range has ended.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                     int64_t grain = 1);
 
@@ -44,6 +46,7 @@ class ThreadPool {
   // Current job.
   const std::function<void(int64_t, int64_t, int)>* fn_ = nullptr;
   int64_t n_ = 0, grain_ = 1;
+  std::exception_ptr error_;  // first exception from a worker, under mu_
 };
 
 // Process-wide pool sized by set_default_threads (default: hardware concurrency).
