@@ -209,6 +209,7 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
     if (!synthetic && o.kv_cache_memory == 0) a.kv_cache_memory = 0;
     return a;
   }());
+  eng.set_streaming(false);  // only finished requests are measured
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n; ++i) {
     if (synthetic) {

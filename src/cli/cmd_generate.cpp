@@ -133,6 +133,7 @@ int cmd_generate(const Args& args) {
       if (items.size() == 1) throw;
     }
   }
+  eng.set_streaming(stream);
   if (stream) std::fputs(items[0].line.prompt.c_str(), stdout);
   ProgressBar bar(items.size() > 1 ? "generating" : "");
   const auto t0 = std::chrono::steady_clock::now();

@@ -205,8 +205,9 @@ std::vector<RequestOutput> Engine::step() {
   ++steps_;
   std::vector<RequestOutput> out;
   for (Request* req : progressed) {
-    if (req->finished()) req->metrics.finished_time = done_time;
-    out.push_back(OutputPool::snapshot(*req));
+    const bool done = req->finished();
+    if (done) req->metrics.finished_time = done_time;
+    if (done || streaming_) out.push_back(OutputPool::snapshot(*req));
   }
   for (const RequestOutput& o : out)
     if (o.finished) requests_.erase(o.request_id);

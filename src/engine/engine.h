@@ -36,9 +36,13 @@ class Engine {
   void add_request(const std::string& id, const std::string& prompt, const SamplingParams& params);
   void add_request(const std::string& id, const std::vector<int32_t>& prompt_ids, const SamplingParams& params);
 
-  // One scheduling + model step. Returns the requests that progressed; a finished
-  // request is returned once with finished = true and then forgotten.
+  // One scheduling + model step. Returns the requests that progressed (with streaming
+  // off, only those that finished); a finished request is returned once with
+  // finished = true and then forgotten.
   std::vector<RequestOutput> step();
+  // Streaming on (the default): unfinished requests are returned as they progress, each
+  // output a full snapshot. Off: no per-step copies for offline batches.
+  void set_streaming(bool on) { streaming_ = on; }
   // Stops a request wherever it is and frees its cache. Returns its final output
   // (finish_reason "abort" for unfinished samples), or nothing for an unknown id.
   std::optional<RequestOutput> abort(const std::string& id);
@@ -75,6 +79,7 @@ class Engine {
   int64_t next_seq_id_ = 1;
   int64_t steps_ = 0;
   double sched_seconds_ = 0;
+  bool streaming_ = true;
 };
 
 }  // namespace gannet::engine

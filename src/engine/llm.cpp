@@ -38,6 +38,7 @@ std::vector<RequestOutput> run_all(engine::Engine& eng, const std::vector<Prompt
       for (size_t i = 0; i < n; ++i) eng.abort(prefix + std::to_string(i));
     }
   } guard{eng, prefix, prompts.size()};
+  eng.set_streaming(false);  // only finished requests are collected
   ProgressBar bar(eng.args().quiet ? "" : "generating");
   const auto t0 = std::chrono::steady_clock::now();
   size_t done = 0;
