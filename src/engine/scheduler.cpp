@@ -40,7 +40,9 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan) {
 StepPlan Scheduler::schedule() {
   ++step_;
   StepPlan plan;
-  plan.state_copies.swap(state_copies_);
+  for (const PendingStateCopy& c : state_copies_)
+    if (c.live()) plan.state_copies.push_back({c.src, c.dst});
+  state_copies_.clear();
   int64_t budget = cfg_.max_num_batched_tokens;
   bool preempted = false;
   // 1. Sequences with one uncomputed token (decodes): one position each.
@@ -209,7 +211,8 @@ std::vector<Sequence*> Scheduler::update(const StepResult& result) {
         child->admit_order = next_admit_++;
         child->out.index = int(i);
         blocks_.fork(seq->table, child->table);
-        state_copies_.push_back({seq->table.state_slot, child->table.state_slot});
+        state_copies_.push_back(
+            {seq, child.get(), seq->epoch, child->epoch, seq->table.state_slot, child->table.state_slot});
         running_.push_back(child.get());
         append(child.get(), r.samples[i]);
         req->seqs.push_back(std::move(child));

@@ -60,7 +60,18 @@ class Scheduler {
   int64_t next_admit_ = 0;
   int64_t preemptions_ = 0;
   uint64_t step_ = 0;               // schedule() calls, to mark planned sequences
-  std::vector<std::pair<int32_t, int32_t>> state_copies_;  // from forks, for the next plan
+  // State-slot copies owed to forked samples, applied by the next plan unless parent or
+  // child has ended (epoch moved) in between and a slot may belong to someone else.
+  struct PendingStateCopy {
+    Sequence *parent, *child;
+    uint64_t parent_epoch, child_epoch;
+    int32_t src, dst;
+    bool live() const {
+      return parent->epoch == parent_epoch && child->epoch == child_epoch && parent->status == SeqStatus::kRunning &&
+             child->status == SeqStatus::kRunning;
+    }
+  };
+  std::vector<PendingStateCopy> state_copies_;
 };
 
 }  // namespace gannet::engine
