@@ -60,16 +60,15 @@ class Scheduler {
   int64_t next_admit_ = 0;
   int64_t preemptions_ = 0;
   uint64_t step_ = 0;               // schedule() calls, to mark planned sequences
-  // State-slot copies owed to forked samples, applied by the next plan unless parent or
-  // child has ended (epoch moved) in between and a slot may belong to someone else.
+  // State-slot copies owed to forked samples, applied by the next plan unless the child
+  // has ended in between (its epoch moved).
   struct PendingStateCopy {
     Sequence *parent, *child;
     uint64_t parent_epoch, child_epoch;
     int32_t src, dst;
-    bool live() const {
-      return parent->epoch == parent_epoch && child->epoch == child_epoch && parent->status == SeqStatus::kRunning &&
-             child->status == SeqStatus::kRunning;
-    }
+    // The parent may have ended since: its slot can only have been handed out in the same
+    // schedule() call, and nobody writes a slot before the copies of that plan run.
+    bool live() const { return child->epoch == child_epoch && child->status == SeqStatus::kRunning; }
   };
   std::vector<PendingStateCopy> state_copies_;
 };

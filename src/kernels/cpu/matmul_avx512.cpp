@@ -27,8 +27,8 @@ constexpr int64_t kMBlock = 64;   // x rows kept in L2 while w tiles stream past
 constexpr int kBf16Mr = 4, kBf16Nr = 6;
 constexpr int64_t kBf16MBlock = 128;
 #ifndef GKM
-#define GKM 128
-#define GKN 6
+#define GKM 64
+#define GKN 96
 #define GKK 256
 #endif
 constexpr int64_t kBf16KMBlock = GKM, kBf16NBlock = GKN, kBf16KBlock = GKK;
@@ -110,7 +110,7 @@ void tile_bf16_kb(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, 
     __m512i wv[NR];
     GANNET_UNROLL for (int j = 0; j < NR; ++j) wv[j] = _mm512_maskz_loadu_epi16(mk, w + j * k + c);
     GANNET_UNROLL for (int i = 0; i < MR; ++i) {
-      const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + i * ldx + c);
+      const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + i * ldx + (c - c0));
       GANNET_UNROLL for (int j = 0; j < NR; ++j)
         acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, (__m512bh)wv[j]);
     }
@@ -206,18 +206,25 @@ GANNET_MATMUL_BF16_COLS(matmul_bf16_cols) {
   thread_local std::vector<float> scratch;
   const size_t need = size_t((kBf16KMBlock / kBf16Mr) * (kBf16NBlock / kBf16Nr) * kScTile);
   if (scratch.size() < need) scratch.resize(need);
+  constexpr int64_t kPld = kBf16KBlock + 32;
+  thread_local std::vector<uint16_t> xpack;
+  if (xpack.size() < size_t(kBf16KMBlock * kPld)) xpack.resize(size_t(kBf16KMBlock * kPld));
   for (int64_t mb = 0; mb < m; mb += kBf16KMBlock) {
     const int64_t me = std::min(m, mb + kBf16KMBlock);
     for (int64_t jb = n0; jb < n1; jb += kBf16NBlock) {
       const int64_t je = std::min(n1, jb + kBf16NBlock);
       for (int64_t c0 = 0;; c0 += kBf16KBlock) {
         const int64_t c1 = std::min(kfull, c0 + kBf16KBlock);
+        // Pack the x panel contiguously (rows padded by 64 bytes against 4 KiB aliasing).
+        const int64_t len = c1 - c0 + (c1 == kfull && kfull < k ? 32 : 0);
+        for (int64_t i = mb; i < me; ++i)
+          std::copy_n(xb + i * ldx + c0, len, xpack.data() + (i - mb) * kPld);
         float* sc = scratch.data();
         for (int64_t j = jb; j < je; j += kBf16Nr) {
           const int64_t nr = std::min<int64_t>(kBf16Nr, je - j);
           for (int64_t i = mb; i < me; i += kBf16Mr, sc += kScTile)
-            bf16kb_tile(std::min<int64_t>(kBf16Mr, me - i), nr)(xb + i * ldx, ldx, w + j * k, k, c0,
-                                                               c1, sc, y + i * ldy + j, ldy);
+            bf16kb_tile(std::min<int64_t>(kBf16Mr, me - i), nr)(
+                xpack.data() + (i - mb) * kPld, kPld, w + j * k, k, c0, c1, sc, y + i * ldy + j, ldy);
         }
         if (c1 >= kfull) break;
       }
