@@ -211,8 +211,7 @@ std::vector<Sequence*> Scheduler::update(const StepResult& result) {
         child->admit_order = next_admit_++;
         child->out.index = int(i);
         blocks_.fork(seq->table, child->table);
-        state_copies_.push_back(
-            {seq, child.get(), seq->epoch, child->epoch, seq->table.state_slot, child->table.state_slot});
+        state_copies_.push_back({child.get(), child->epoch, seq->table.state_slot, child->table.state_slot});
         running_.push_back(child.get());
         append(child.get(), r.samples[i]);
         req->seqs.push_back(std::move(child));

@@ -63,8 +63,8 @@ class Scheduler {
   // State-slot copies owed to forked samples, applied by the next plan unless the child
   // has ended in between (its epoch moved).
   struct PendingStateCopy {
-    Sequence *parent, *child;
-    uint64_t parent_epoch, child_epoch;
+    Sequence* child;
+    uint64_t child_epoch;
     int32_t src, dst;
     // The parent may have ended since: its slot can only have been handed out in the same
     // schedule() call, and nobody writes a slot before the copies of that plan run.

@@ -27,7 +27,7 @@ constexpr int64_t kMBlock = 64;   // x rows kept in L2 while w tiles stream past
 constexpr int kBf16Mr = 4, kBf16Nr = 6;
 constexpr int64_t kBf16MBlock = 128;
 #ifndef GKM
-#define GKM 64
+#define GKM 32
 #define GKN 96
 #define GKK 256
 #endif
