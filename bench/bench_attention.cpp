@@ -1,6 +1,7 @@
-// Paged attention micro-benchmark: decode (one query token) at context 512 and 2048 with
-// Llama-3.2-1B's shape (32 query heads, 8 KV heads, head_dim 64), per ISA and thread count.
-// bytes/s counts the K and V rows read.
+// Paged attention micro-benchmark with Llama-3.2-1B's shape (32 query heads, 8 KV heads,
+// head_dim 64), per ISA and thread count: decode (one query token) at context 512 and 2048,
+// where bytes/s counts the K and V rows read, and causal prefill of 512 tokens, where the
+// FLOP rate counts q·k and p·v (4 * head_dim per query-key pair and head).
 #include <benchmark/benchmark.h>
 
 #include <numeric>
@@ -47,6 +48,39 @@ void BM_AttentionDecode(benchmark::State& state) {
   state.SetLabel(gannet::isa_name(isa));
 }
 
+// Args: prompt length, isa, threads. The whole prompt attends causally to itself.
+void BM_AttentionPrefill(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const Isa isa = Isa(state.range(1));
+  const int threads = int(state.range(2));
+  if (!gannet::isa_supported(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const int n_heads = 32, n_kv = 8, hd = 64, bs = 16;
+  const int64_t slot = n_kv * hd, n_blocks = (n + bs - 1) / bs;
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> k(n_blocks * bs * slot), v(k.size()), q(n * n_heads * hd), out(q.size());
+  for (auto* buf : {&k, &v, &q})
+    for (auto& x : *buf) x = nd(rng);
+  std::vector<int32_t> table(n_blocks), seq_of(n, 0), pos(n);
+  std::iota(table.begin(), table.end(), 0);
+  std::iota(pos.begin(), pos.end(), 0);
+  gannet::kernels::AttentionSeq seq{table.data()};
+  gannet::kernels::KvCacheLayer kv{k.data(), v.data(), bs * slot, slot, bs};
+  gannet::ThreadPool pool(threads);
+  for (auto _ : state) {
+    gannet::kernels::attention_isa(isa, q.data(), n, n_heads, n_kv, hd, 0.125f, seq_of.data(), pos.data(), &seq, kv,
+                                   out.data(), &pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double pairs = double(n) * double(n + 1) / 2;
+  state.counters["FLOP/s"] =
+      benchmark::Counter(double(state.iterations()) * pairs * n_heads * 4.0 * hd, benchmark::Counter::kIsRate);
+  state.SetLabel(gannet::isa_name(isa));
+}
+
 void args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"ctx", "isa", "threads"});
   for (int isa : {0, 1, 2})
@@ -57,3 +91,11 @@ void args(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_AttentionDecode)->Apply(args)->UseRealTime();
+BENCHMARK(BM_AttentionPrefill)
+    ->ArgNames({"len", "isa", "threads"})
+    ->Args({512, 0, 1})
+    ->Args({512, 1, 2})
+    ->Args({512, 2, 1})
+    ->Args({512, 2, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <array>
 #include <utility>
-#include <vector>
 
 #include "kernels/cpu/matmul_impl.h"
 #include "kernels/cpu/simd_avx512.h"
@@ -26,12 +25,6 @@ constexpr int64_t kMBlock = 64;   // x rows kept in L2 while w tiles stream past
 // 128 x rows (512 KiB at k = 2048) still fit L2 and halve the w passes of a 64-row block.
 constexpr int kBf16Mr = 4, kBf16Nr = 6;
 constexpr int64_t kBf16MBlock = 128;
-#ifndef GKM
-#define GKM 32
-#define GKN 96
-#define GKK 256
-#endif
-constexpr int64_t kBf16KMBlock = GKM, kBf16NBlock = GKN, kBf16KBlock = GKK;
 // Decode streams one w row at a time and prefetches linearly kPrefetchAhead bytes ahead
 // (through the next row): on Zen 5 this measured faster than 2-8 rows side by side or
 // per-row prefetch, as the hardware prefetcher then sees a single sequential stream.
@@ -91,58 +84,6 @@ void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, flo
     GANNET_UNROLL for (int j = 0; j < NR; ++j) y[i * ldy + j] = tree_reduce(acc[i][j]);
 }
 
-// One k-block [c0, c1) of whole 32-element chunks of an MR x NR bf16 tile. The 24
-// accumulators live in acc (f32 scratch) between k-blocks; store/reload is exact, so every
-// accumulator sees the same dpbf16 sequence as tile_bf16. On the last block (c1 == k/32*32)
-// the masked tail chunk follows and the outputs are reduced into y.
-template <int MR, int NR>
-void tile_bf16_kb(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, int64_t c0,
-                  int64_t c1, float* sc, float* y, int64_t ldy) {
-  __m512 acc[MR][NR];
-  if (c0 == 0) {
-    GANNET_UNROLL for (int i = 0; i < MR; ++i)
-      GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  } else {
-    GANNET_UNROLL for (int i = 0; i < MR; ++i)
-      GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_loadu_ps(sc + (i * NR + j) * 16);
-  }
-  auto step = [&](int64_t c, __mmask32 mk) {
-    __m512i wv[NR];
-    GANNET_UNROLL for (int j = 0; j < NR; ++j) wv[j] = _mm512_maskz_loadu_epi16(mk, w + j * k + c);
-    GANNET_UNROLL for (int i = 0; i < MR; ++i) {
-      const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + i * ldx + (c - c0));
-      GANNET_UNROLL for (int j = 0; j < NR; ++j)
-        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, (__m512bh)wv[j]);
-    }
-  };
-  for (int64_t c = c0; c < c1; c += 32) step(c, ~__mmask32(0));
-  const int64_t kfull = k / 32 * 32;
-  if (c1 < kfull) {
-    GANNET_UNROLL for (int i = 0; i < MR; ++i)
-      GANNET_UNROLL for (int j = 0; j < NR; ++j) _mm512_storeu_ps(sc + (i * NR + j) * 16, acc[i][j]);
-    return;
-  }
-  if (kfull < k) step(kfull, mask32(k - kfull));
-  GANNET_UNROLL for (int i = 0; i < MR; ++i)
-    GANNET_UNROLL for (int j = 0; j < NR; ++j) y[i * ldy + j] = tree_reduce(acc[i][j]);
-}
-
-using TileBf16Kb = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t,
-                            float*, float*, int64_t);
-template <int MR, int... NR>
-constexpr std::array<TileBf16Kb, sizeof...(NR)> bf16kb_row(std::integer_sequence<int, NR...>) {
-  return {tile_bf16_kb<MR, NR + 1>...};
-}
-template <int... MR>
-constexpr std::array<std::array<TileBf16Kb, kBf16Nr>, sizeof...(MR)> bf16kb_table(
-    std::integer_sequence<int, MR...>) {
-  return {bf16kb_row<MR + 1>(std::make_integer_sequence<int, kBf16Nr>())...};
-}
-TileBf16Kb bf16kb_tile(int64_t mr, int64_t nr) {
-  static constexpr auto table = bf16kb_table(std::make_integer_sequence<int, kBf16Mr>());
-  return table[mr - 1][nr - 1];
-}
-
 // f32_tile(mr, nr) / bf16_tile(mr, nr): the instantiation for an mr x nr (edge) tile.
 using TileF32 = void (*)(const float*, int64_t, const float*, float*, int64_t);
 using TileBf16 = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t);
@@ -199,35 +140,13 @@ GANNET_MATMUL_BF16_COLS(matmul_bf16_cols) {
       bf16_tile(1, std::min<int64_t>(kGemvNr, n1 - j))(xb, ldx, w + j * k, k, y + j, ldy);
     return;
   }
-  // k-blocked: for each m-block and column block, walk k in blocks of kBf16KBlock so the
-  // x panel (m-block rows x k-block) and the w panel stay cached across all tiles.
-  const int64_t kfull = k / 32 * 32;
-  constexpr int64_t kScTile = kBf16Mr * kBf16Nr * 16;
-  thread_local std::vector<float> scratch;
-  const size_t need = size_t((kBf16KMBlock / kBf16Mr) * (kBf16NBlock / kBf16Nr) * kScTile);
-  if (scratch.size() < need) scratch.resize(need);
-  constexpr int64_t kPld = kBf16KBlock + 32;
-  thread_local std::vector<uint16_t> xpack;
-  if (xpack.size() < size_t(kBf16KMBlock * kPld)) xpack.resize(size_t(kBf16KMBlock * kPld));
-  for (int64_t mb = 0; mb < m; mb += kBf16KMBlock) {
-    const int64_t me = std::min(m, mb + kBf16KMBlock);
-    for (int64_t jb = n0; jb < n1; jb += kBf16NBlock) {
-      const int64_t je = std::min(n1, jb + kBf16NBlock);
-      for (int64_t c0 = 0;; c0 += kBf16KBlock) {
-        const int64_t c1 = std::min(kfull, c0 + kBf16KBlock);
-        // Pack the x panel contiguously (rows padded by 64 bytes against 4 KiB aliasing).
-        const int64_t len = c1 - c0 + (c1 == kfull && kfull < k ? 32 : 0);
-        for (int64_t i = mb; i < me; ++i)
-          std::copy_n(xb + i * ldx + c0, len, xpack.data() + (i - mb) * kPld);
-        float* sc = scratch.data();
-        for (int64_t j = jb; j < je; j += kBf16Nr) {
-          const int64_t nr = std::min<int64_t>(kBf16Nr, je - j);
-          for (int64_t i = mb; i < me; i += kBf16Mr, sc += kScTile)
-            bf16kb_tile(std::min<int64_t>(kBf16Mr, me - i), nr)(
-                xpack.data() + (i - mb) * kPld, kPld, w + j * k, k, c0, c1, sc, y + i * ldy + j, ldy);
-        }
-        if (c1 >= kfull) break;
-      }
+  for (int64_t mb = 0; mb < m; mb += kBf16MBlock) {
+    const int64_t me = std::min(m, mb + kBf16MBlock);
+    for (int64_t j = n0; j < n1; j += kBf16Nr) {
+      const int64_t nr = std::min<int64_t>(kBf16Nr, n1 - j);
+      for (int64_t i = mb; i < me; i += kBf16Mr)
+        bf16_tile(std::min<int64_t>(kBf16Mr, me - i), nr)(xb + i * ldx, ldx, w + j * k, k,
+                                                     y + i * ldy + j, ldy);
     }
   }
 }
