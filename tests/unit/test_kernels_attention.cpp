@@ -135,7 +135,8 @@ TEST(KernelsAttention, VariantsMatchReferenceBitExact) {
   struct Shape { int n_heads, n_kv, hd, block_size; };
   const std::vector<int> lens_all = {1, 15, 16, 17, 100, 300};
   for (Shape sh : {Shape{4, 2, 64, 16}, Shape{8, 1, 128, 7}, Shape{3, 3, 80, 5}, Shape{2, 1, 24, 32},
-                   Shape{2, 2, 256, 16}, Shape{2, 1, 17, 3}, Shape{20, 1, 32, 16}}) {
+                   Shape{2, 2, 256, 16}, Shape{2, 1, 17, 3}, Shape{20, 1, 32, 16},
+                   Shape{3, 1, 64, 16}, Shape{6, 1, 128, 16}, Shape{7, 1, 64, 9}}) {  // head-group remainders
     // A group of 20 query heads per kv head (more than the kernel's 16 per pass) on
     // shorter contexts, to keep the scalar reference quick.
     const std::vector<int> lens = sh.n_heads > 8 ? std::vector<int>{1, 17, 40} : lens_all;

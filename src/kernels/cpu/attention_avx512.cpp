@@ -1,6 +1,7 @@
 // AVX-512 attention for the query heads of one token that share a kv head. Scores for 16
 // keys at a time share one transposed tree reduction (tree_reduce16x: the same bits as 16
-// separate trees); values are accumulated over j in order, 16 channels per register.
+// separate trees); values are accumulated over j in order, 16 channels per register, with
+// up to 16 / chunks heads interleaved so one V row load feeds several heads' chains.
 // K and V rows are visited in blocks that stay in L1 while every head of the group uses
 // them, so GQA reads the cache once per group instead of once per head.
 #pragma GCC optimize("fp-contract=off")  // see simd_avx512.h
@@ -20,6 +21,38 @@ namespace {
 
 constexpr int kMaxRegChunks = 8;     // output chunks (16 channels each) kept in registers
 constexpr int64_t kValueBlock = 32;  // V rows per pass over the group's heads
+
+// p·v for H heads (scores rows p, stride ld) over V rows vp[0..nj) at positions j0..:
+// acc[h][c] = fma(p_h[j], v_j[c], acc[h][c]) in order of j, started from out (or +0).
+template <int NC, int H>
+inline void value_block(const float* p, int64_t ld, int64_t j0, int nj, const float* const* vp,
+                        float* out, int head_dim, bool first, bool last, __mmask16 tail) {
+  auto cm = [&](int c) { return c == NC - 1 ? tail : __mmask16(0xffff); };
+  __m512 acc[H][NC];
+  GANNET_UNROLL
+  for (int h = 0; h < H; ++h)
+    GANNET_UNROLL
+    for (int c = 0; c < NC; ++c)
+      acc[h][c] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(cm(c), out + int64_t(h) * head_dim + 16 * c);
+  for (int i = 0; i < nj; ++i) {
+    __m512 v[NC];
+    GANNET_UNROLL
+    for (int c = 0; c < NC; ++c) v[c] = _mm512_maskz_loadu_ps(cm(c), vp[i] + 16 * c);
+    GANNET_UNROLL
+    for (int h = 0; h < H; ++h) {
+      const __m512 ph = _mm512_set1_ps(p[h * ld + j0 + i]);
+      GANNET_UNROLL
+      for (int c = 0; c < NC; ++c) acc[h][c] = _mm512_fmadd_ps(ph, v[c], acc[h][c]);
+    }
+  }
+  GANNET_UNROLL
+  for (int h = 0; h < H; ++h) {
+    const __m512 total = _mm512_set1_ps(p[h * ld + ld - 1]);
+    GANNET_UNROLL
+    for (int c = 0; c < NC; ++c)
+      _mm512_mask_storeu_ps(out + int64_t(h) * head_dim + 16 * c, cm(c), last ? _mm512_div_ps(acc[h][c], total) : acc[h][c]);
+  }
+}
 
 // NC: 16-channel chunks per head when fixed at compile time, or 0 for any head_dim.
 template <int NC>
@@ -42,6 +75,8 @@ void attend(const float* q, int n_q, int head_dim, float scale, int64_t n_ctx,
       const float* kp[16];
       kv_rows(kv.k, kv, block_table, j0, nk, kv_head, head_dim, kp);
       const __mmask16 mk = mask16(nk);
+      // Rows past the context repeat the last one (valid memory); their scores are masked off.
+      for (int i = nk; i < 16; ++i) kp[i] = kp[nk - 1];
       for (int g = 0; g < ng; ++g) {
         const float* qg = q + int64_t(g0 + g) * head_dim;
         // With NC fixed, q stays in registers across the 16 keys.
@@ -53,8 +88,8 @@ void attend(const float* q, int n_q, int head_dim, float scale, int64_t n_ctx,
           else return _mm512_maskz_loadu_ps(chunk_mask(c), qg + 16 * c);
         };
         __m512 acc[16];
-        for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-        for (int i = 0; i < nk; ++i) {
+        GANNET_UNROLL
+        for (int i = 0; i < 16; ++i) {
           __m512 a = _mm512_setzero_ps();
           for (int c = 0; c < nc; ++c)
             a = _mm512_fmadd_ps(q_chunk(c), _mm512_maskz_loadu_ps(chunk_mask(c), kp[i] + 16 * c), a);
@@ -88,6 +123,21 @@ void attend(const float* q, int n_q, int head_dim, float scale, int64_t n_ctx,
     const int nj = int(std::min<int64_t>(kValueBlock, n_ctx - j0));
     const bool first = j0 == 0, last = j0 + nj == n_ctx;
     kv_rows(kv.v, kv, block_table, j0, nj, kv_head, head_dim, vp);
+    if constexpr (NC > 0 && NC <= 8) {
+      // Up to 16 accumulators: HP heads share each loaded V row; each head's chain over j
+      // is unchanged, and the independent chains hide the FMA latency.
+      constexpr int HP = 16 / NC;
+      int g = 0;
+      for (; g + HP <= n_q; g += HP)
+        value_block<NC, HP>(scores + g * ld, ld, j0, nj, vp, out + int64_t(g) * head_dim, head_dim, first, last, tail);
+      switch (n_q - g) {
+        case 1: value_block<NC, 1>(scores + g * ld, ld, j0, nj, vp, out + int64_t(g) * head_dim, head_dim, first, last, tail); break;
+        case 2: if constexpr (HP > 2) value_block<NC, 2>(scores + g * ld, ld, j0, nj, vp, out + int64_t(g) * head_dim, head_dim, first, last, tail); break;
+        case 3: if constexpr (HP > 3) value_block<NC, 3>(scores + g * ld, ld, j0, nj, vp, out + int64_t(g) * head_dim, head_dim, first, last, tail); break;
+        default: break;
+      }
+      continue;
+    }
     for (int g = 0; g < n_q; ++g) {
       const float* pg = scores + g * ld + j0;
       float* og = out + int64_t(g) * head_dim;

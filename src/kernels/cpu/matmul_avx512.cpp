@@ -75,7 +75,7 @@ void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, flo
   const int64_t kfull = k / 32 * 32;
   const char* pf = reinterpret_cast<const char*>(w) + kPrefetchAhead;
   for (int64_t c = 0; c < kfull; c += 32, pf += 64 * NR) {
-    if constexpr (MR == 1)
+    if constexpr (MR <= 4)  // w streams past once per tile row: prefetch it
       GANNET_UNROLL for (int j = 0; j < NR; ++j) _mm_prefetch(pf + 64 * j, _MM_HINT_T0);
     step(c, ~__mmask32(0));
   }

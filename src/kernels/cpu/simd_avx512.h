@@ -32,14 +32,17 @@ inline __m512 tree_reduce16x(const __m512* a) {  // a: [16]
   // accumulators' 4-lane partials (in order); the last two steps leave lane 4q+i holding
   // input 4i+q, so inputs are read in that transposed order.
   __m512 b[8], c[4], d[2];
+  GANNET_UNROLL
   for (int i = 0; i < 8; ++i) {
     __m512 x = a[((2 * i) % 4) * 4 + (2 * i) / 4], y = a[((2 * i + 1) % 4) * 4 + (2 * i + 1) / 4];
     b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xee));
   }
+  GANNET_UNROLL
   for (int i = 0; i < 4; ++i) {
     __m512 x = b[2 * i], y = b[2 * i + 1];
     c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xdd));
   }
+  GANNET_UNROLL
   for (int i = 0; i < 2; ++i) {
     __m512 x = c[2 * i], y = c[2 * i + 1];
     d[i] = _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x44), _mm512_shuffle_ps(x, y, 0xee));
