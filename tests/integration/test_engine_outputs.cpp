@@ -26,12 +26,18 @@ EngineArgs args() {
   return a;
 }
 
-RequestOutput run_one(engine::Engine& e, const std::string& prompt, const SamplingParams& p) {
-  e.add_request("x", prompt, p);
+// Steps until nothing is left; returns the last request that finished.
+RequestOutput drain(engine::Engine& e) {
   RequestOutput last;
   while (e.has_unfinished())
     for (RequestOutput& o : e.step())
       if (o.finished) last = o;
+  return last;
+}
+
+RequestOutput run_one(engine::Engine& e, const std::string& prompt, const SamplingParams& p) {
+  e.add_request("x", prompt, p);
+  RequestOutput last = drain(e);
   EXPECT_EQ(e.block_manager().num_free_blocks(), e.block_manager().num_blocks());
   return last;
 }
@@ -72,10 +78,7 @@ TEST(EngineOutputs, NSamplesShareThePromptAndEachReproducesAlone) {
   SamplingParams one = p;
   one.n = 1;
   e.add_request("n1", prompt, one);
-  RequestOutput single;
-  while (e.has_unfinished())
-    for (RequestOutput& o : e.step())
-      if (o.finished) single = o;
+  RequestOutput single = drain(e);
   EXPECT_EQ(single.outputs[0].token_ids, out.outputs[0].token_ids);
   EXPECT_EQ(e.block_manager().num_free_blocks(), e.block_manager().num_blocks());
 }
@@ -203,10 +206,7 @@ TEST(EngineOutputs, BadRequestsAreRejectedAndOthersComplete) {
   rejects("x", p, "n must be");
   rejects(std::string(3000, 'a') + " b c d e f g h", ok, "exceeds the model's context");
   EXPECT_THROW(e.add_request("good", "again", ok), Error);  // duplicate id
-  RequestOutput last;
-  while (e.has_unfinished())
-    for (RequestOutput& o : e.step())
-      if (o.finished) last = o;
+  RequestOutput last = drain(e);
   EXPECT_EQ(last.request_id, "good");
   EXPECT_EQ(last.outputs[0].token_ids.size(), 4u);
 }
