@@ -24,6 +24,8 @@ const char* kUsage =
     "  --top-p P          nucleus sampling, in (0, 1] (default 1)\n"
     "  --top-k K          keep the K most likely tokens, 0 = off (default 0)\n"
     "  --min-p P          drop tokens below P x the top probability (default 0)\n"
+    "  --n N              samples per prompt (default 1)\n"
+    "  --stop STR         stop when STR appears (cut from the text)\n"
     "  --seed S           sampling seed (default: drawn per request and reported)\n"
     "  --logprobs N       report the top-N logprobs of each generated token\n"
     "engine:\n"
@@ -46,7 +48,8 @@ const char* kUsage =
 
 int cmd_generate(const Args& args) {
   Flags f(args,
-          {"model", "prompt", "prompts", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "threads",
+          {"model", "prompt", "prompts", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "threads", "n",
+           "stop",
            "logprobs", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len"},
           {"json", "help"});
   if (f.has("help")) {
@@ -62,6 +65,8 @@ int cmd_generate(const Args& args) {
   defaults.top_p = f.get_double("top-p", 1.0);
   defaults.top_k = f.get_int("top-k", 0);
   defaults.min_p = f.get_double("min-p", 0.0);
+  defaults.n = f.get_int_in("n", 1, 1, 1024);
+  if (auto st = f.get("stop")) defaults.stop = {*st};
   if (f.has("seed")) {
     const int64_t s = f.get_int("seed", 0);
     if (s < 0) throw UsageError("--seed must be >= 0");
@@ -123,7 +128,7 @@ int cmd_generate(const Args& args) {
   }
 
   engine::Engine eng(ea);
-  const bool stream = !as_json && items.size() == 1;
+  const bool stream = !as_json && items.size() == 1 && items[0].line.params.n == 1;
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i].error) continue;
     try {
@@ -169,7 +174,10 @@ int cmd_generate(const Args& args) {
     } else if (stream) {
       std::printf("\n");
     } else {
-      std::printf("%s%s\n\n", it.output->prompt.c_str(), it.output->outputs.at(0).text.c_str());
+      for (const CompletionOutput& c : it.output->outputs) {
+        if (it.output->outputs.size() > 1) std::printf("[sample %d]\n", c.index);
+        std::printf("%s%s\n\n", it.output->prompt.c_str(), c.text.c_str());
+      }
     }
   }
   std::fflush(stdout);

@@ -127,3 +127,19 @@ def test_bad_config_values_are_named(gannet, tiny_models, tmp_path):
     p = gannet(["generate", "--model", str(d), "--prompt", "x", "--max-tokens", "2"], check=False)
     assert p.returncode == 1, p.stderr
     assert "generation_config.json" in p.stderr and "eos_token_id" in p.stderr and "129280" in p.stderr, p.stderr
+
+
+def test_n_and_stop_flags(gannet, tiny_models):
+    m = str(tiny_models["llama"])
+    base = ["generate", "--model", m, "--prompt", "Flags for samples", "--max-tokens", "12", "--json"]
+    two = json.loads(gannet([*base, "--n", "2", "--seed", "5"]).stdout)
+    assert len(two["outputs"]) == 2 and all(len(o["token_ids"]) <= 12 for o in two["outputs"])
+    free = json.loads(gannet([*base, "--temperature", "0"]).stdout)
+    text = free["text"]
+    assert len(text) >= 6 and free["finish_reason"] == "length"
+    stop = text[len(text) // 2: len(text) // 2 + 2]
+    cut = json.loads(gannet([*base, "--temperature", "0", "--stop", stop]).stdout)
+    assert cut["finish_reason"] == "stop" and cut["stop_reason"] == stop
+    assert cut["text"] == text[: text.find(stop)]
+    p = gannet([*base, "--n", "0"], check=False)
+    assert p.returncode == 2 and "--n must be in [1, 1024]" in p.stderr
