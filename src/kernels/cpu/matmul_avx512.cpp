@@ -119,36 +119,15 @@ static_assert(kGemvNr <= kNr && kGemvNr <= kBf16Nr && kMr == 4);
 }  // namespace
 
 GANNET_MATMUL_F32_COLS(matmul_f32_cols) {
-  if (m == 1) {
-    for (int64_t j = n0; j < n1; j += kGemvNr)
-      f32_tile(1, std::min<int64_t>(kGemvNr, n1 - j))(x, k, w + j * k, y + j, ldy);
-    return;
-  }
-  for (int64_t mb = 0; mb < m; mb += kMBlock) {
-    const int64_t me = std::min(m, mb + kMBlock);
-    for (int64_t j = n0; j < n1; j += kNr) {
-      const int64_t nr = std::min<int64_t>(kNr, n1 - j);
-      for (int64_t i = mb; i < me; i += kMr)
-        f32_tile(std::min<int64_t>(kMr, me - i), nr)(x + i * k, k, w + j * k, y + i * ldy + j, ldy);
-    }
-  }
+  walk_tiles(m, n0, n1, kGemvNr, kMBlock, kMr, kNr, [&](int64_t i, int64_t j, int64_t mr, int64_t nr) {
+    f32_tile(mr, nr)(x + i * k, k, w + j * k, y + i * ldy + j, ldy);
+  });
 }
 
 GANNET_MATMUL_BF16_COLS(matmul_bf16_cols) {
-  if (m == 1) {
-    for (int64_t j = n0; j < n1; j += kGemvNr)
-      bf16_tile(1, std::min<int64_t>(kGemvNr, n1 - j))(xb, ldx, w + j * k, k, y + j, ldy);
-    return;
-  }
-  for (int64_t mb = 0; mb < m; mb += kBf16MBlock) {
-    const int64_t me = std::min(m, mb + kBf16MBlock);
-    for (int64_t j = n0; j < n1; j += kBf16Nr) {
-      const int64_t nr = std::min<int64_t>(kBf16Nr, n1 - j);
-      for (int64_t i = mb; i < me; i += kBf16Mr)
-        bf16_tile(std::min<int64_t>(kBf16Mr, me - i), nr)(xb + i * ldx, ldx, w + j * k, k,
-                                                     y + i * ldy + j, ldy);
-    }
-  }
+  walk_tiles(m, n0, n1, kGemvNr, kBf16MBlock, kBf16Mr, kBf16Nr, [&](int64_t i, int64_t j, int64_t mr, int64_t nr) {
+    bf16_tile(mr, nr)(xb + i * ldx, ldx, w + j * k, k, y + i * ldy + j, ldy);
+  });
 }
 
 }  // namespace gannet::kernels::avx512

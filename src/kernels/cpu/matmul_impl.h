@@ -15,6 +15,25 @@ namespace gannet::kernels {
   void name(const uint16_t* xb, int64_t ldx, int64_t m, int64_t k, const uint16_t* w,    \
             int64_t n0, int64_t n1, float* y, int64_t ldy)
 
+// Walks the output block y[0:m, n0:n1] in register tiles, calling run(i, j, mr, nr) for
+// the tile of rows i..i+mr-1 and columns j..j+nr-1. One row (decode) streams gemv_nr
+// columns per tile; more rows go in m-blocks of `mblock` rows (kept in cache while the w
+// tiles stream past) and tiles of up to mr x nr. The walk only decides which tile computes
+// an element, never how, so it cannot change any result's bits.
+template <typename Run>
+inline void walk_tiles(int64_t m, int64_t n0, int64_t n1, int64_t gemv_nr, int64_t mblock, int64_t mr, int64_t nr,
+                       const Run& run) {
+  if (m == 1) {
+    for (int64_t j = n0; j < n1; j += gemv_nr) run(int64_t(0), j, int64_t(1), gemv_nr < n1 - j ? gemv_nr : n1 - j);
+    return;
+  }
+  for (int64_t mb = 0; mb < m; mb += mblock) {
+    const int64_t me = mb + mblock < m ? mb + mblock : m;
+    for (int64_t j = n0; j < n1; j += nr)
+      for (int64_t i = mb; i < me; i += mr) run(i, j, mr < me - i ? mr : me - i, nr < n1 - j ? nr : n1 - j);
+  }
+}
+
 namespace ref {
 GANNET_MATMUL_F32_COLS(matmul_f32_cols);
 GANNET_MATMUL_BF16_COLS(matmul_bf16_cols);
