@@ -88,6 +88,10 @@ def main(argv=None):
     ap.add_argument("--make-model", metavar="ARCH:PRESET:SEED",
                     help="record how DIR was made (`gannet make-model --arch ARCH --preset PRESET --seed SEED`) "
                          "as \"make_model\" in the golden, so the C++ test can rebuild the checkpoint")
+    ap.add_argument("--make-model-dtype", choices=["f32", "bf16", "f16"],
+                    help="record the --dtype DIR was made with (with --make-model)")
+    ap.add_argument("--make-model-overrides", metavar="JSON",
+                    help="record the --config-overrides DIR was made with (with --make-model)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
     args = ap.parse_args(argv)
     make_model = None
@@ -96,6 +100,12 @@ def main(argv=None):
         if len(parts) != 3 or not parts[2].isdigit():
             ap.error("--make-model wants ARCH:PRESET:SEED, e.g. qwen3:tiny:0")
         make_model = {"arch": parts[0], "preset": parts[1], "seed": int(parts[2])}
+        if args.make_model_dtype:
+            make_model["dtype"] = args.make_model_dtype
+        if args.make_model_overrides:
+            make_model["config_overrides"] = json.loads(args.make_model_overrides)
+    elif args.make_model_dtype or args.make_model_overrides:
+        ap.error("--make-model-dtype and --make-model-overrides go with --make-model")
     if args.prompt_file:
         with open(args.prompt_file, encoding="utf-8") as f:
             args.prompt = f.read()
@@ -213,7 +223,7 @@ def main(argv=None):
     for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                 "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_parameters", "rope_theta",
                 "max_position_embeddings", "attention_bias", "mlp_bias", "hidden_act", "tie_word_embeddings",
-                "bos_token_id", "eos_token_id", "use_sliding_window", "sliding_window"):
+                "bos_token_id", "eos_token_id", "use_sliding_window", "sliding_window", "layer_types"):
         if hasattr(cfg, key):
             v = getattr(cfg, key)
             if v is None or isinstance(v, (int, float, str, bool, list, dict)):

@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -8,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gannet::cli {
 
@@ -32,6 +34,22 @@ int cmd_info(const Args& args) {
   auto model = model::create_model(cfg, ckpt);  // validates names and shapes
   const int64_t kv_bytes = model->cache_spec().bytes_per_token();
   const auto by_dtype = ckpt.bytes_by_dtype();
+  // A tokenizer that can produce ids the model has no row for makes some prompts fail.
+  int64_t tokenizer_ids = -1;
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
+    tokenizer_ids = int64_t(tokenizer::Tokenizer::from_dir(dir).vocab_size());
+    if (tokenizer_ids > cfg.vocab_size)
+      std::fprintf(stderr,
+                   "warning: the tokenizer has ids up to %lld but vocab_size is %lld: text that tokenizes to an id "
+                   ">= %lld will be rejected\n",
+                   (long long)(tokenizer_ids - 1), (long long)cfg.vocab_size, (long long)cfg.vocab_size);
+  }
+  const std::string rope = std::string(io::rope_kind_name(cfg.rope_scaling.kind)) + ", theta " +
+                           nlohmann::json(cfg.rope_theta).dump() + " (from " + cfg.rope_source + ")";
+  std::string biases;
+  if (cfg.attention_bias) biases += cfg.o_proj_bias ? "q/k/v/o" : "q/k/v";
+  if (cfg.mlp_bias) biases += std::string(biases.empty() ? "" : ", ") + "mlp";
+  if (biases.empty()) biases = "none";
   if (f.has("json")) {
     nlohmann::ordered_json j;
     j["model"] = dir;
@@ -48,6 +66,14 @@ int cmd_info(const Args& args) {
     j["intermediate_size"] = cfg.intermediate_size;
     j["vocab_size"] = cfg.vocab_size;
     j["max_position_embeddings"] = cfg.max_position_embeddings;
+    j["hidden_act"] = cfg.hidden_act;
+    j["rope_type"] = io::rope_kind_name(cfg.rope_scaling.kind);
+    j["rope_theta"] = cfg.rope_theta;
+    j["rope_source"] = cfg.rope_source;
+    j["attention_bias"] = cfg.attention_bias;
+    j["o_proj_bias"] = cfg.o_proj_bias;
+    j["mlp_bias"] = cfg.mlp_bias;
+    j["tokenizer_vocab_size"] = tokenizer_ids;
     j["kv_bytes_per_token"] = kv_bytes;
     j["kernel_path"] = kernel_path_name();
     std::printf("%s\n", j.dump().c_str());
@@ -60,6 +86,8 @@ int cmd_info(const Args& args) {
               (long long)cfg.num_hidden_layers, (long long)cfg.hidden_size, (long long)cfg.num_attention_heads,
               (long long)cfg.num_key_value_heads, (long long)cfg.head_dim, (long long)cfg.intermediate_size,
               (long long)cfg.vocab_size);
+  std::printf("activation:         %s; biases: %s\n", cfg.hidden_act.c_str(), biases.c_str());
+  std::printf("rope:               %s\n", rope.c_str());
   std::printf("weights:            %s\n", format_bytes(ckpt.total_bytes()).c_str());
   for (auto& [dt, b] : by_dtype) std::printf("  %-8s          %s\n", dt.c_str(), format_bytes(b).c_str());
   std::printf("kv cache per token: %lld bytes (f32 K and V, all layers)\n", (long long)kv_bytes);

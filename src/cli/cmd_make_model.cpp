@@ -12,13 +12,17 @@ namespace {
 const char* kUsage =
     "usage: gannet make-model --arch llama|qwen2|qwen3 --preset tiny|small|1b --out DIR\n"
     "                         [--seed N] [--dtype f32|bf16|f16] [--shard-size BYTES]\n"
+    "                         [--config-overrides JSON]\n"
     "\n"
     "Writes a checkpoint with random weights in the Hugging Face layout. The same flags give\n"
-    "byte-identical files. The weights are random: generated text is noise.\n";
+    "byte-identical files. The weights are random: generated text is noise.\n"
+    "--config-overrides takes a JSON object merged into the preset's config.json (null\n"
+    "removes a key); the tensors follow the merged config, e.g.\n"
+    "  --config-overrides '{\"head_dim\": 48, \"hidden_act\": \"gelu\", \"mlp_bias\": true}'\n";
 }  // namespace
 
 int cmd_make_model(const Args& args) {
-  Flags f(args, {"arch", "preset", "seed", "out", "dtype", "shard-size"}, {"help"});
+  Flags f(args, {"arch", "preset", "seed", "out", "dtype", "shard-size", "config-overrides"}, {"help"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -44,6 +48,7 @@ int cmd_make_model(const Args& args) {
   int64_t shard = f.get_int("shard-size", 0);
   if (shard < 0) throw UsageError("--shard-size must be >= 0");
   opt.shard_bytes = uint64_t(shard);
+  opt.config_overrides = f.get_or("config-overrides", "");
   std::string out = f.require("out");
   ProgressBar bar("writing " + out, /*unit_bytes=*/true);
   model::write_random_checkpoint(opt, out, [&](uint64_t done, uint64_t total) { bar.update(done, total); });

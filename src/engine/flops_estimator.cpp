@@ -19,7 +19,7 @@ bool is_dense_decoder(const std::string& arch) {
 // The shapes of one layer, as the dense decoder loads them.
 struct LayerShape {
   int64_t linear_params;  // q, k, v, o, gate, up, down weights
-  int64_t bias_elems;     // q, k, v biases (+ o for Llama) when attention_bias
+  int64_t bias_elems;     // q, k, v (+ o) biases when attention_bias; gate, up, down when mlp_bias
   int64_t norm_elems;     // input and post-attention norms (+ Qwen3 q/k norms)
   int64_t elementwise_per_token;
 };
@@ -29,13 +29,15 @@ LayerShape layer_shape(const io::ModelConfig& c) {
   const int64_t q = c.num_attention_heads * hd, kv = c.num_key_value_heads * hd;
   LayerShape s{};
   s.linear_params = h * q + 2 * h * kv + q * h + 3 * h * f;
-  if (c.attention_bias) s.bias_elems = q + 2 * kv + (c.architecture == "LlamaForCausalLM" ? h : 0);
+  if (c.attention_bias) s.bias_elems = q + 2 * kv;
+  if (c.o_proj_bias) s.bias_elems += h;
+  if (c.mlp_bias) s.bias_elems += 2 * f + h;
   s.norm_elems = 2 * h + (c.qk_norm ? 2 * hd : 0);
   s.elementwise_per_token = 2 * kRmsNormFlops * h       // input and post-attention norms
                             + s.bias_elems              // bias adds
                             + (c.qk_norm ? kRmsNormFlops * (q + kv) : 0)
                             + kRopeFlops * (q + kv)     // RoPE on q and k
-                            + kSiluMulFlops * f         // SiLU(gate) * up
+                            + kSiluMulFlops * f         // act(gate) * up (SiLU; GELU counted alike)
                             + 2 * h;                    // two residual adds
   return s;
 }

@@ -8,41 +8,14 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/json_fields.h"
 
 namespace gannet::io {
 
 using nlohmann::json;
+using namespace json_fields;
 
 namespace {
-
-// First present key among spellings, as a non-negative integer; -1 when absent. Present
-// values must lie in [0, max]: config values size allocations before any tensor is read.
-int64_t get_int(const json& j, std::initializer_list<const char*> keys, const std::string& file,
-                int64_t max = int64_t(1) << 40) {
-  for (const char* k : keys) {
-    auto it = j.find(k);
-    if (it == j.end() || it->is_null()) continue;
-    if (!it->is_number_integer()) fail(file, ": '", k, "' must be an integer");
-    if (it->is_number_unsigned() ? it->get<uint64_t>() > uint64_t(max) : (it->get<int64_t>() < 0 || it->get<int64_t>() > max))
-      fail(file, ": '", k, "' = ", it->dump(), " is outside [0, ", max, "]");
-    return it->get<int64_t>();
-  }
-  return -1;
-}
-
-double get_double(const json& j, const char* key, double def, const std::string& file) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return def;
-  if (!it->is_number()) fail(file, ": '", key, "' must be a number");
-  return it->get<double>();
-}
-
-bool get_bool(const json& j, const char* key, bool def, const std::string& file) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return def;
-  if (!it->is_boolean()) fail(file, ": '", key, "' must be true or false");
-  return it->get<bool>();
-}
 
 std::vector<int64_t> get_id_list(const json& j, const char* key, const std::string& file) {
   auto it = j.find(key);
@@ -62,36 +35,51 @@ std::vector<int64_t> get_id_list(const json& j, const char* key, const std::stri
   return out;
 }
 
-RopeScaling parse_rope_scaling(const json& j, const std::string& file) {
-  RopeScaling r;
-  auto it = j.find("rope_scaling");
-  if (it == j.end() || it->is_null()) return r;
-  if (!it->is_object()) fail(file, ": 'rope_scaling' must be an object");
-  const json& s = *it;
-  std::string type;
-  for (const char* k : {"rope_type", "type"})
-    if (s.contains(k) && s[k].is_string()) {
-      type = s[k].get<std::string>();
-      break;
+HiddenAct parse_hidden_act(const json& j, std::string* name, const std::string& file) {
+  auto act = get_string(j, "hidden_act", file);
+  auto alt = get_string(j, "hidden_activation", file);  // Gemma's spelling
+  if (act && alt && *act != *alt)
+    fail(file, ": 'hidden_act' = \"", *act, "\" and 'hidden_activation' = \"", *alt, "\" disagree");
+  *name = act ? *act : alt ? *alt : "silu";
+  const char* key = act ? "hidden_act" : "hidden_activation";
+  if (*name == "silu" || *name == "swish") return HiddenAct::kSilu;
+  if (*name == "gelu") return HiddenAct::kGeluErf;
+  if (*name == "gelu_pytorch_tanh" || *name == "gelu_new") return HiddenAct::kGeluTanh;
+  fail(file, ": '", key, "' = \"", *name, "\" is not supported (silu, swish, gelu, gelu_pytorch_tanh, gelu_new)");
+}
+
+// Qwen2/Qwen3 sliding-window attention, resolved as transformers does: it is active only
+// with use_sliding_window true, and then covers the layers that layer_types marks
+// "sliding_attention" (or, without layer_types, layers >= max_window_layers). gannet's
+// attention is full, so an active window is refused rather than ignored.
+void check_sliding_window(const json& j, int64_t n_layers, const std::string& file) {
+  std::vector<bool> sliding(size_t(n_layers), false);
+  auto lt = j.find("layer_types");
+  const bool has_types = lt != j.end() && !lt->is_null();
+  if (has_types) {
+    if (!lt->is_array() || int64_t(lt->size()) != n_layers)
+      fail(file, ": 'layer_types' must be a list of ", n_layers, " layer types (one per layer)");
+    for (size_t i = 0; i < lt->size(); ++i) {
+      const json& t = (*lt)[i];
+      if (!t.is_string() || (t != "full_attention" && t != "sliding_attention"))
+        fail(file, ": 'layer_types[", i, "]' = ", t.dump(), " is not supported (full_attention, sliding_attention)");
+      sliding[i] = t == "sliding_attention";
     }
-  if (type == "default" || type.empty()) return r;
-  if (type == "linear") r.kind = RopeScaling::Kind::kLinear;
-  else if (type == "llama3") r.kind = RopeScaling::Kind::kLlama3;
-  else if (type == "yarn") r.kind = RopeScaling::Kind::kYarn;
-  else fail(file, ": rope_scaling type '", type, "' is not supported (default, linear, llama3, yarn)");
-  r.factor = get_double(s, "factor", 1.0, file);
-  if (r.factor <= 0) fail(file, ": rope_scaling.factor must be > 0");
-  r.low_freq_factor = get_double(s, "low_freq_factor", 1.0, file);
-  r.high_freq_factor = get_double(s, "high_freq_factor", 4.0, file);
-  r.original_max_position_embeddings = get_int(s, {"original_max_position_embeddings"}, file);
-  r.beta_fast = get_double(s, "beta_fast", 32.0, file);
-  r.beta_slow = get_double(s, "beta_slow", 1.0, file);
-  r.mscale = get_double(s, "mscale", 0.0, file);
-  r.mscale_all_dim = get_double(s, "mscale_all_dim", 0.0, file);
-  r.attention_factor = get_double(s, "attention_factor", 0.0, file);
-  if (r.kind == RopeScaling::Kind::kLlama3 && r.original_max_position_embeddings <= 0)
-    fail(file, ": llama3 rope_scaling needs original_max_position_embeddings");
-  return r;
+  }
+  const bool use = get_bool(j, "use_sliding_window", false, file);
+  // transformers' default window is 4096 when the key is absent; an explicit null turns it off.
+  const bool window_null = j.contains("sliding_window") && j["sliding_window"].is_null();
+  const int64_t window = get_int(j, {"sliding_window"}, file);
+  int64_t mwl = get_int(j, {"max_window_layers"}, file);
+  if (mwl < 0) mwl = 28;
+  if (!has_types)
+    for (int64_t i = 0; i < n_layers; ++i) sliding[size_t(i)] = i >= mwl;
+  if (!use || window_null) return;
+  for (int64_t i = 0; i < n_layers; ++i)
+    if (sliding[size_t(i)])
+      fail(file, ": 'use_sliding_window' = true makes layer ", i, " (and maybe others) sliding-window attention",
+           " with a window of ", window < 0 ? 4096 : window, " tokens, which gannet does not implement",
+           has_types ? " (see 'layer_types')" : " (see 'max_window_layers')");
 }
 
 }  // namespace
@@ -128,6 +116,9 @@ ModelConfig parse_model_config(const std::string& text, const std::string& file)
   if (c.num_key_value_heads <= 0 || c.num_attention_heads % c.num_key_value_heads != 0)
     fail(file, ": num_attention_heads (", c.num_attention_heads,
          ") must be a positive multiple of num_key_value_heads (", c.num_key_value_heads, ")");
+  const bool is_qwen2 = c.architecture == "Qwen2ForCausalLM";
+  const bool is_qwen3 = c.architecture == "Qwen3ForCausalLM";
+  if (c.head_dim < 0 && is_qwen3) c.head_dim = 128;  // transformers' Qwen3Config default
   if (c.head_dim < 0) {
     if (c.hidden_size % c.num_attention_heads != 0)
       fail(file, ": hidden_size is not divisible by num_attention_heads and head_dim is not given");
@@ -135,19 +126,42 @@ ModelConfig parse_model_config(const std::string& text, const std::string& file)
   }
   if (c.head_dim <= 0 || c.head_dim % 2 != 0) fail(file, ": head_dim must be a positive even number");
   if (c.max_position_embeddings == 0) fail(file, ": 'max_position_embeddings' must be positive");
-  if (c.max_position_embeddings < 0) c.max_position_embeddings = 2048;
+  // transformers' defaults when absent: Llama 2048, Qwen2/Qwen3 32768.
+  if (c.max_position_embeddings < 0) c.max_position_embeddings = is_qwen2 || is_qwen3 ? 32768 : 2048;
   c.rms_norm_eps = get_double(j, "rms_norm_eps", 1e-6, file);
   if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1)) fail(file, ": 'rms_norm_eps' must be in (0, 1)");
-  c.rope_theta = get_double(j, "rope_theta", 10000.0, file);
-  if (c.rope_theta <= 0) fail(file, ": rope_theta must be > 0");
-  c.rope_scaling = parse_rope_scaling(j, file);
+  RopeConfig rope = parse_rope_config(j, c.head_dim, c.max_position_embeddings, file);
+  c.rope_theta = rope.theta;
+  c.rope_scaling = rope.scaling;
+  c.rope_source = rope.source;
+  c.activation = parse_hidden_act(j, &c.hidden_act, file);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false, file);
-  // Qwen2 always has q/k/v biases, whatever attention_bias says (as in transformers).
-  const bool is_qwen2 = c.architecture == "Qwen2ForCausalLM";
+  // Qwen2 always has q/k/v biases and never an o_proj bias, whatever attention_bias says
+  // (transformers' Qwen2 reads no such field). Llama and Qwen3 put it on q, k, v and o.
   c.attention_bias = is_qwen2 || get_bool(j, "attention_bias", false, file);
-  if (get_bool(j, "mlp_bias", false, file)) fail(file, ": mlp_bias = true is not supported");
-  c.qk_norm = c.architecture == "Qwen3ForCausalLM";
-  if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) c.torch_dtype = j["torch_dtype"];
+  c.o_proj_bias = c.attention_bias && !is_qwen2;
+  c.mlp_bias = get_bool(j, "mlp_bias", false, file);
+  if (c.mlp_bias && (is_qwen2 || is_qwen3))
+    fail(file, ": 'mlp_bias' = true, but ", c.architecture, "'s MLP has no biases");
+  c.qk_norm = is_qwen3;
+  if (is_qwen2 || is_qwen3) check_sliding_window(j, c.num_hidden_layers, file);
+  if (j.contains("quantization_config") && !j["quantization_config"].is_null()) {
+    const json& q = j["quantization_config"];
+    fail(file, ": 'quantization_config' (quant_method ",
+         q.is_object() && q.contains("quant_method") ? q["quant_method"].dump() : std::string("?"),
+         ") is not supported: gannet reads f32, bf16 and f16 weights");
+  }
+  // transformers 5 writes 'dtype', 4.x 'torch_dtype'. gannet computes in float32 from the
+  // weights as stored (what transformers does when loaded with dtype=float32), so the field
+  // is a hint, but one that names no float type is an error.
+  auto dt = get_string(j, "dtype", file);
+  const char* dt_key = "dtype";
+  if (!dt) dt = get_string(j, "torch_dtype", file), dt_key = "torch_dtype";
+  if (dt) {
+    if (*dt != "float32" && *dt != "bfloat16" && *dt != "float16" && *dt != "auto")
+      fail(file, ": '", dt_key, "' = \"", *dt, "\" is not supported (float32, bfloat16, float16)");
+    c.torch_dtype = *dt;
+  }
   c.bos_token_id = get_int(j, {"bos_token_id"}, file);
   c.eos_token_ids = get_id_list(j, "eos_token_id", file);
   return c;
@@ -191,6 +205,8 @@ int64_t ModelConfig::num_parameters() const {
                       + 3 * h * intermediate_size  // gate, up, down
                       + 2 * h;                     // two RMSNorms
   if (attention_bias) per_layer += q + 2 * kv;
+  if (o_proj_bias) per_layer += h;
+  if (mlp_bias) per_layer += 2 * intermediate_size + h;
   if (qk_norm) per_layer += 2 * head_dim;
   int64_t emb = vocab_size * h;
   return num_hidden_layers * per_layer + emb * (tie_word_embeddings ? 1 : 2) + h;

@@ -1,22 +1,18 @@
 // config.json -> ModelConfig. Accepts both the long Hugging Face key spellings and the
-// short GPT-style ones (n_embd, n_layer, n_head, ...).
+// short GPT-style ones (n_embd, n_layer, n_head, ...). Every field that changes the
+// forward pass is honoured or refused with an error naming it (docs/config-fields.md
+// lists each field of the dense architectures and what gannet does with it).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "io/rope_config.h"
+
 namespace gannet::io {
 
-struct RopeScaling {
-  enum class Kind { kNone, kLinear, kLlama3, kYarn } kind = Kind::kNone;
-  double factor = 1.0;
-  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
-  int64_t original_max_position_embeddings = 0;          // llama3, yarn
-  double beta_fast = 32.0, beta_slow = 1.0;              // yarn
-  double mscale = 0.0, mscale_all_dim = 0.0;             // yarn (0 = unset)
-  double attention_factor = 0.0;                         // yarn (0 = derive)
-};
+enum class HiddenAct { kSilu, kGeluErf, kGeluTanh };
 
 struct ModelConfig {
   std::string architecture;    // architectures[0], the registry key
@@ -32,10 +28,15 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  std::string rope_source;      // which key the rope settings came from (info)
+  std::string hidden_act = "silu";  // as written (hidden_act or hidden_activation)
+  HiddenAct activation = HiddenAct::kSilu;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // q/k/v (and o for llama) biases
+  bool attention_bias = false;  // q/k/v biases
+  bool o_proj_bias = false;     // Llama and Qwen3 with attention_bias; never Qwen2
+  bool mlp_bias = false;        // gate/up/down biases (Llama only)
   bool qk_norm = false;         // Qwen3: RMSNorm over each head of q and k before RoPE
-  std::string torch_dtype;
+  std::string torch_dtype;      // dtype / torch_dtype: storage hint, compute is float32
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
 

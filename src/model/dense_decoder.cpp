@@ -22,14 +22,13 @@ kernels::RopeTable make_rope(const io::ModelConfig& c) {
   s.factor = r.factor;
   s.low_freq_factor = r.low_freq_factor;
   s.high_freq_factor = r.high_freq_factor;
-  s.original_max_position_embeddings = r.original_max_position_embeddings > 0
-                                           ? r.original_max_position_embeddings
-                                           : c.max_position_embeddings;
+  s.original_max_position_embeddings = r.original_max_position_embeddings;  // resolved by the parser
   s.beta_fast = r.beta_fast;
   s.beta_slow = r.beta_slow;
   s.mscale = r.mscale;
   s.mscale_all_dim = r.mscale_all_dim;
   s.attention_factor = r.attention_factor;
+  s.truncate = r.truncate;
   return kernels::RopeTable(int(c.head_dim), c.rope_theta, c.max_position_embeddings, s);
 }
 
@@ -58,19 +57,24 @@ DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckp
     L.q = Linear(ckpt, a + "q_proj.weight", q, h, b ? a + "q_proj.bias" : "");
     L.k = Linear(ckpt, a + "k_proj.weight", kv, h, b ? a + "k_proj.bias" : "");
     L.v = Linear(ckpt, a + "v_proj.weight", kv, h, b ? a + "v_proj.bias" : "");
-    // attention_bias covers o_proj for Llama and Qwen3; Qwen2 never has an o_proj bias.
-    const bool ob = b && cfg.architecture != "Qwen2ForCausalLM";
-    L.o = Linear(ckpt, a + "o_proj.weight", h, q, ob ? a + "o_proj.bias" : "");
+    L.o = Linear(ckpt, a + "o_proj.weight", h, q, cfg.o_proj_bias ? a + "o_proj.bias" : "");
     if (cfg.qk_norm) {
       L.q_norm = load_vector_f32(ckpt, a + "q_norm.weight", hd);
       L.k_norm = load_vector_f32(ckpt, a + "k_norm.weight", hd);
     }
-    L.gate = Linear(ckpt, p + "mlp.gate_proj.weight", f, h);
-    L.up = Linear(ckpt, p + "mlp.up_proj.weight", f, h);
-    L.down = Linear(ckpt, p + "mlp.down_proj.weight", h, f);
+    const std::string m = p + "mlp.";
+    const bool mb = cfg.mlp_bias;
+    L.gate = Linear(ckpt, m + "gate_proj.weight", f, h, mb ? m + "gate_proj.bias" : "");
+    L.up = Linear(ckpt, m + "up_proj.weight", f, h, mb ? m + "up_proj.bias" : "");
+    L.down = Linear(ckpt, m + "down_proj.weight", h, f, mb ? m + "down_proj.bias" : "");
   }
   // Built last: its size follows head_dim, which the tensor shapes have now confirmed.
   rope_ = make_rope(cfg);
+  switch (cfg.activation) {
+    case io::HiddenAct::kSilu: act_ = kernels::GatedAct::kSilu; break;
+    case io::HiddenAct::kGeluErf: act_ = kernels::GatedAct::kGeluErf; break;
+    case io::HiddenAct::kGeluTanh: act_ = kernels::GatedAct::kGeluTanh; break;
+  }
 }
 
 CacheSpec DenseDecoder::cache_spec() const {
@@ -139,7 +143,7 @@ void DenseDecoder::forward(const Batch& b, const CacheViews& cache, float* logit
     kernels::rmsnorm(x_.data(), L.post_norm.data(), xn_.data(), n, h, eps);
     L.gate.forward(xn_.data(), n, gate_.data(), pool);
     L.up.forward(xn_.data(), n, up_.data(), pool);
-    kernels::silu_mul(gate_.data(), up_.data(), gate_.data(), n * cfg_.intermediate_size);
+    kernels::gated_act_mul(act_, gate_.data(), up_.data(), gate_.data(), n * cfg_.intermediate_size);
     L.down.forward(gate_.data(), n, xn_.data(), pool);
     for (int64_t i = 0; i < n * h; ++i) x_[size_t(i)] += xn_[size_t(i)];
   }

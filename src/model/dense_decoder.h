@@ -1,11 +1,12 @@
 // Dense decoder-only transformers: LlamaForCausalLM, Qwen2ForCausalLM (q/k/v biases),
 // Qwen3ForCausalLM (RMSNorm on each q/k head before RoPE). Pre-norm blocks of GQA
-// attention with RoPE and a SwiGLU MLP; optional tied embeddings.
+// attention with RoPE and a gated MLP (SiLU or GELU); optional biases and tied embeddings.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/activations.h"
 #include "kernels/cpu/rope.h"
 #include "model/linear.h"
 #include "model/model.h"
@@ -36,6 +37,7 @@ class DenseDecoder final : public Model {
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;
   kernels::RopeTable rope_;
+  kernels::GatedAct act_ = kernels::GatedAct::kSilu;  // config hidden_act
 
   // Scratch, sized by reserve().
   int64_t max_tokens_ = 0, max_logits_ = 0;

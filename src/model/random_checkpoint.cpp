@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/model_config.h"
 #include "io/safetensors.h"
 #include "model/embedded_assets.h"
 #include "model/presets.h"
@@ -51,38 +52,44 @@ struct Spec {
   Init init;
 };
 
-std::vector<Spec> tensor_specs(const Preset& p, const std::string& arch) {
-  const int64_t h = p.hidden_size, q = p.num_heads * p.head_dim, kv = p.num_kv_heads * p.head_dim;
+std::vector<Spec> tensor_specs(const io::ModelConfig& c) {
+  const int64_t h = c.hidden_size, hd = c.head_dim, f = c.intermediate_size;
+  const int64_t q = c.num_attention_heads * hd, kv = c.num_key_value_heads * hd;
   // Variance-preserving scales (std 1/sqrt(fan_in)), so every layer visibly changes the
   // residual stream and tied logits have unit spread: golden tests then see each part of
   // the model (at std 0.02 the tiny model's output is mostly its input embedding).
   auto lin = [](int64_t fan_in) { return Init{0.0f, float(1.0 / std::sqrt(double(fan_in)))}; };
   const Init w = lin(h), norm{1.0f, 0.1f}, bias{0.0f, 0.1f};
   std::vector<Spec> s;
-  s.push_back({"model.embed_tokens.weight", {p.vocab_size, h}, w});
-  for (int64_t l = 0; l < p.num_layers; ++l) {
+  s.push_back({"model.embed_tokens.weight", {c.vocab_size, h}, w});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     std::string pre = "model.layers." + std::to_string(l) + ".";
+    const std::string a = pre + "self_attn.", m = pre + "mlp.";
     s.push_back({pre + "input_layernorm.weight", {h}, norm});
-    s.push_back({pre + "self_attn.q_proj.weight", {q, h}, w});
-    s.push_back({pre + "self_attn.k_proj.weight", {kv, h}, w});
-    s.push_back({pre + "self_attn.v_proj.weight", {kv, h}, w});
-    if (arch == "qwen2") {
-      s.push_back({pre + "self_attn.q_proj.bias", {q}, bias});
-      s.push_back({pre + "self_attn.k_proj.bias", {kv}, bias});
-      s.push_back({pre + "self_attn.v_proj.bias", {kv}, bias});
+    s.push_back({a + "q_proj.weight", {q, h}, w});
+    s.push_back({a + "k_proj.weight", {kv, h}, w});
+    s.push_back({a + "v_proj.weight", {kv, h}, w});
+    if (c.attention_bias) {
+      s.push_back({a + "q_proj.bias", {q}, bias});
+      s.push_back({a + "k_proj.bias", {kv}, bias});
+      s.push_back({a + "v_proj.bias", {kv}, bias});
     }
-    if (arch == "qwen3") {
-      s.push_back({pre + "self_attn.q_norm.weight", {p.head_dim}, norm});
-      s.push_back({pre + "self_attn.k_norm.weight", {p.head_dim}, norm});
+    if (c.qk_norm) {
+      s.push_back({a + "q_norm.weight", {hd}, norm});
+      s.push_back({a + "k_norm.weight", {hd}, norm});
     }
-    s.push_back({pre + "self_attn.o_proj.weight", {h, q}, lin(q)});
+    s.push_back({a + "o_proj.weight", {h, q}, lin(q)});
+    if (c.o_proj_bias) s.push_back({a + "o_proj.bias", {h}, bias});
     s.push_back({pre + "post_attention_layernorm.weight", {h}, norm});
-    s.push_back({pre + "mlp.gate_proj.weight", {p.intermediate_size, h}, w});
-    s.push_back({pre + "mlp.up_proj.weight", {p.intermediate_size, h}, w});
-    s.push_back({pre + "mlp.down_proj.weight", {h, p.intermediate_size}, lin(p.intermediate_size)});
+    s.push_back({m + "gate_proj.weight", {f, h}, w});
+    if (c.mlp_bias) s.push_back({m + "gate_proj.bias", {f}, bias});
+    s.push_back({m + "up_proj.weight", {f, h}, w});
+    if (c.mlp_bias) s.push_back({m + "up_proj.bias", {f}, bias});
+    s.push_back({m + "down_proj.weight", {h, f}, lin(f)});
+    if (c.mlp_bias) s.push_back({m + "down_proj.bias", {h}, bias});
   }
   s.push_back({"model.norm.weight", {h}, norm});
-  if (!p.tie_word_embeddings) s.push_back({"lm_head.weight", {p.vocab_size, h}, w});
+  if (!c.tie_word_embeddings) s.push_back({"lm_head.weight", {c.vocab_size, h}, w});
   return s;
 }
 
@@ -156,7 +163,25 @@ void write_random_checkpoint(const RandomCheckpointOptions& opt, const std::stri
     fail(out_dir, ": already exists and is not an empty directory");
   fs::create_directories(out_dir);
 
-  std::vector<Spec> specs = tensor_specs(p, opt.arch);
+  ordered_json cfg_json = config_json(p, opt.arch, dtype);
+  if (!opt.config_overrides.empty()) {
+    ordered_json o;
+    try {
+      o = ordered_json::parse(opt.config_overrides);
+    } catch (const std::exception& e) {
+      fail("config overrides: not valid JSON: ", e.what());
+    }
+    if (!o.is_object()) fail("config overrides: expected a JSON object");
+    for (auto it = o.begin(); it != o.end(); ++it) {
+      if (it.value().is_null()) cfg_json.erase(it.key());
+      else cfg_json[it.key()] = it.value();
+    }
+  }
+  const std::string cfg_text = cfg_json.dump(2) + "\n";
+  // The tensors are whatever the merged config describes, read by the same parser as a
+  // user's checkpoint (so an override that gannet would refuse is refused here).
+  const io::ModelConfig mc = io::parse_model_config(cfg_text, "config.json (preset + overrides)");
+  std::vector<Spec> specs = tensor_specs(mc);
   const uint64_t total = [&] {
     uint64_t t = 0;
     for (auto& s : specs) {
@@ -212,7 +237,7 @@ void write_random_checkpoint(const RandomCheckpointOptions& opt, const std::stri
     index["weight_map"] = weight_map;
     write_text(fs::path(out_dir) / "model.safetensors.index.json", index.dump(2) + "\n");
   }
-  write_text(fs::path(out_dir) / "config.json", config_json(p, opt.arch, dtype).dump(2) + "\n");
+  write_text(fs::path(out_dir) / "config.json", cfg_text);
   ordered_json gen;
   gen["bos_token_id"] = 0;
   gen["eos_token_id"] = 1;

@@ -16,6 +16,11 @@ struct RandomCheckpointOptions {
   uint64_t seed = 0;
   int dtype_override = -1;        // -1: the preset's dtype; else a DType (F32 or BF16)
   uint64_t shard_bytes = 0;       // 0: one model.safetensors; else shards + index
+  // A JSON object merged into the preset's config.json before anything is written: each
+  // key replaces the preset's (null removes it). The tensors follow the merged config
+  // (shapes, biases, tying), so any dense configuration can be made, e.g.
+  // {"head_dim": 48, "hidden_act": "gelu", "attention_bias": true}.
+  std::string config_overrides;
 };
 
 // Creates `out_dir` (which must not exist or be empty). progress(bytes_done, total).

@@ -149,3 +149,79 @@ def test_f16_and_bf16_checkpoints_run_close_to_f32(gannet, tmp_path):
         got = [p["logprob"] for p in outs[dt]["prompt_logprobs"][1:]]
         assert len(got) == len(ref)
         assert max(abs(a - b) for a, b in zip(got, ref)) < tol, (dt, got, ref)
+
+
+def _expected_params(arch, attention_bias, mlp_bias, tied, h=64, f=128, layers=2, heads=4, kv_heads=2, hd=16,
+                     vocab=129280):
+    """Parameters of a dense checkpoint counted from transformers' module definitions."""
+    q, kv = heads * hd, kv_heads * hd
+    layer = h * q + 2 * h * kv + q * h + 3 * h * f + 2 * h
+    if arch == "qwen2" or attention_bias:
+        layer += q + 2 * kv           # q/k/v biases (Qwen2 always)
+    if attention_bias and arch != "qwen2":
+        layer += h                    # o_proj bias (Llama, Qwen3)
+    if mlp_bias:
+        layer += 2 * f + h            # gate/up/down biases (Llama)
+    if arch == "qwen3":
+        layer += 2 * hd               # q_norm, k_norm
+    return layers * layer + vocab * h * (1 if tied else 2) + h
+
+
+@pytest.mark.parametrize("arch,attention_bias,mlp_bias,tied", [
+    (a, ab, mb, t) for a in ("llama", "qwen2", "qwen3") for ab in (False, True)
+    for mb in ((False, True) if a == "llama" else (False,)) for t in (True, False)])
+def test_info_parameter_count_matches_tensors(gannet, tmp_path, arch, attention_bias, mlp_bias, tied):
+    d = tmp_path / "m"
+    overrides = {"attention_bias": attention_bias, "tie_word_embeddings": tied}
+    if arch == "llama":
+        overrides["mlp_bias"] = mlp_bias
+    gannet(["make-model", "--arch", arch, "--preset", "tiny", "--out", str(d),
+            "--config-overrides", json.dumps(overrides)])
+    j = json.loads(gannet(["info", "--model", str(d), "--json"]).stdout)
+    want = _expected_params(arch, attention_bias, mlp_bias, tied)
+    assert j["num_parameters"] == want           # sum of the tensors' elements
+    assert j["num_parameters_from_config"] == want
+    assert j["o_proj_bias"] == (attention_bias and arch != "qwen2")
+
+
+def test_info_warns_when_tokenizer_ids_exceed_vocab(gannet, tmp_path):
+    d = tmp_path / "small-vocab"
+    gannet(["make-model", "--arch", "llama", "--preset", "tiny", "--out", str(d),
+            "--config-overrides", '{"vocab_size": 1000}'])
+    p = gannet(["info", "--model", str(d)])
+    assert "warning: the tokenizer has ids up to 128814 but vocab_size is 1000" in p.stderr
+    p = gannet(["info", "--model", str(d), "--json"])
+    assert "vocab_size is 1000" in p.stderr and json.loads(p.stdout)["tokenizer_vocab_size"] == 128815
+    # No warning when the vocabulary covers the tokenizer (the presets' 129280 > 128815).
+    full = tmp_path / "full"
+    gannet(["make-model", "--arch", "llama", "--preset", "tiny", "--out", str(full)])
+    assert "warning" not in gannet(["info", "--model", str(full)]).stderr
+
+
+def test_config_fields_refused_with_their_name(gannet, tmp_path):
+    """A config field gannet cannot honour is an error naming it, at make-model and at load."""
+    p = gannet(["make-model", "--arch", "llama", "--preset", "tiny", "--out", str(tmp_path / "a"),
+                "--config-overrides", '{"hidden_act": "relu"}'], check=False)
+    assert p.returncode != 0 and "'hidden_act' = \"relu\" is not supported" in p.stderr
+    d = tmp_path / "b"
+    gannet(["make-model", "--arch", "qwen2", "--preset", "tiny", "--out", str(d)])
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["rope_scaling"] = {"rope_type": "dynamic", "factor": 2.0}
+    (d / "config.json").write_text(json.dumps(cfg))
+    for cmd in (["info", "--model", str(d)], ["generate", "--model", str(d), "--prompt", "hi"]):
+        p = gannet(cmd, check=False)
+        assert p.returncode != 0 and "'rope_scaling.rope_type' = \"dynamic\"" in p.stderr, p.stderr
+
+
+def test_make_model_config_overrides(gannet, tmp_path):
+    d = tmp_path / "o"
+    gannet(["make-model", "--arch", "llama", "--preset", "tiny", "--out", str(d), "--config-overrides",
+            '{"head_dim": 24, "rope_scaling": null, "hidden_act": "gelu"}'])
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["head_dim"] == 24 and "rope_scaling" not in cfg and cfg["hidden_act"] == "gelu"
+    j = json.loads(gannet(["info", "--model", str(d), "--json"]).stdout)
+    assert j["head_dim"] == 24 and j["hidden_act"] == "gelu" and j["rope_type"] == "default"
+    for bad, msg in (("[1]", "expected a JSON object"), ("{", "not valid JSON")):
+        p = gannet(["make-model", "--arch", "llama", "--out", str(tmp_path / "x"), "--config-overrides", bad],
+                   check=False)
+        assert p.returncode != 0 and msg in p.stderr

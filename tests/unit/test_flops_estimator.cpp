@@ -222,9 +222,15 @@ TEST(FlopsEstimator, Qwen2AddsQkvBiases) {
   // Llama with attention_bias also has an o_proj bias (64), as the loader reads it.
   io::ModelConfig llama_bias = tiny();
   llama_bias.attention_bias = true;
+  llama_bias.o_proj_bias = true;  // as parse_model_config derives it for Llama and Qwen3
   const StepCost lb = FlopsEstimator(llama_bias, 4).decode_step(1, 10);
   EXPECT_EQ(lb.elementwise_flops - base.elementwise_flops, 2 * (128 + 64.0));
   EXPECT_EQ(lb.weight_bytes - base.weight_bytes, 2 * (128 + 64) * 4.0);
+  // mlp_bias adds gate and up (128 each) and down (64) biases.
+  llama_bias.mlp_bias = true;
+  const StepCost mb = FlopsEstimator(llama_bias, 4).decode_step(1, 10);
+  EXPECT_EQ(mb.elementwise_flops - lb.elementwise_flops, 2 * (128 + 128 + 64.0));
+  EXPECT_EQ(mb.weight_bytes - lb.weight_bytes, 2 * (128 + 128 + 64) * 4.0);
 }
 
 TEST(FlopsEstimator, Qwen3AddsPerHeadQkNorms) {

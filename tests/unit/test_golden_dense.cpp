@@ -1,5 +1,5 @@
 // Golden test: tiny random-weight checkpoints of each dense architecture, written by
-// make-model, give the logits at every prompt position and the greedy continuation that
+// make-model (some with --config-overrides), give the logits at every prompt position and the greedy continuation that
 // Hugging Face transformers computed in float32 on CPU (tests/golden/*.json, made by
 // tools/make_goldens.py). Tolerance: |ours - ref| <= 5e-5 + 5e-5 * |ref| per logit —
 // both sides compute in f32, differing only in summation order (observed: < 4e-6).
@@ -17,44 +17,12 @@
 #include "model/model.h"
 #include "model/random_checkpoint.h"
 #include "tokenizer/tokenizer.h"
+#include "../integration/model_logits.h"
 
 namespace fs = std::filesystem;
 using namespace gannet;
 
 namespace {
-
-// Logits [n, vocab] at every prompt position, computed by the model directly in chunks of
-// `chunk` tokens over a paged cache (the engine only keeps the rows it samples from).
-std::vector<float> prompt_logits(model::Model& m, const std::vector<int32_t>& prompt, int64_t chunk, ThreadPool* pool) {
-  const int64_t n = int64_t(prompt.size()), v = m.config().vocab_size;
-  const int block = 16;
-  cache::CacheEngine cache(m.cache_spec(), (n + block - 1) / block, block);
-  std::vector<int32_t> table(size_t((n + block - 1) / block));
-  for (size_t b = 0; b < table.size(); ++b) table[b] = int32_t(b);
-  kernels::AttentionSeq seq{table.data()};
-  m.reserve(chunk, chunk);
-  std::vector<float> out(size_t(n * v));
-  std::vector<int32_t> pos(static_cast<size_t>(chunk)), tok_seq(static_cast<size_t>(chunk), 0),
-      rows(static_cast<size_t>(chunk));
-  for (int64_t s = 0; s < n; s += chunk) {
-    const int64_t c = std::min(chunk, n - s);
-    for (int64_t i = 0; i < c; ++i) {
-      pos[size_t(i)] = int32_t(s + i);
-      rows[size_t(i)] = int32_t(i);
-    }
-    model::Batch b;
-    b.n_tokens = c;
-    b.token_ids = prompt.data() + s;
-    b.positions = pos.data();
-    b.token_seq = tok_seq.data();
-    b.n_seqs = 1;
-    b.seqs = &seq;
-    b.n_logits = c;
-    b.logit_rows = rows.data();
-    m.forward(b, cache.views(), out.data() + s * v, pool);
-  }
-  return out;
-}
 
 fs::path source_dir() {
   if (const char* s = std::getenv("GANNET_SOURCE_DIR")) return s;
@@ -70,6 +38,11 @@ void check_golden(const std::string& name) {
   opt.arch = g["make_model"]["arch"];
   opt.preset = g["make_model"]["preset"];
   opt.seed = g["make_model"]["seed"];
+  if (g["make_model"].contains("dtype")) {
+    const std::string d = g["make_model"]["dtype"];
+    opt.dtype_override = int(d == "f16" ? DType::F16 : d == "bf16" ? DType::BF16 : DType::F32);
+  }
+  if (g["make_model"].contains("config_overrides")) opt.config_overrides = g["make_model"]["config_overrides"].dump();
   const fs::path dir = fs::temp_directory_path() / ("gannet_golden_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   model::write_random_checkpoint(opt, dir.string());
@@ -86,7 +59,7 @@ void check_golden(const std::string& name) {
   EXPECT_EQ(tok.encode(g["prompt"].get<std::string>(), /*add_special_tokens=*/true), prompt);
   const std::vector<int32_t> cols = g["logit_columns"].get<std::vector<int32_t>>();
   const int64_t v = cfg.vocab_size;
-  std::vector<float> logits = prompt_logits(*m, prompt, /*chunk=*/5, &pool);  // chunked on purpose
+  std::vector<float> logits = test_support::prompt_logits(*m, prompt, /*chunk=*/5, &pool);  // chunked on purpose
   double worst = 0;
   for (size_t p = 0; p < prompt.size(); ++p) {
     const float* row = logits.data() + p * size_t(v);
@@ -135,3 +108,9 @@ void check_golden(const std::string& name) {
 TEST(GoldenDense, LlamaTiny) { check_golden("llama-tiny"); }
 TEST(GoldenDense, Qwen2Tiny) { check_golden("qwen2-tiny"); }
 TEST(GoldenDense, Qwen3Tiny) { check_golden("qwen3-tiny"); }
+// Configurations unlike the presets (tools/make_config_goldens.sh): each field below was
+// once misread or never exercised.
+TEST(GoldenDense, LlamaMhaHeadDim24LinearRopeF16) { check_golden("cfg-llama-mha-linear"); }
+TEST(GoldenDense, LlamaBiasesGeluTanhLlama3RopeParameters) { check_golden("cfg-llama-bias-gelu-tanh"); }
+TEST(GoldenDense, Qwen3YarnNoTruncateGeluErf) { check_golden("cfg-qwen3-yarn-notrunc-gelu"); }
+TEST(GoldenDense, Qwen2YarnTruncateGeluNew) { check_golden("cfg-qwen2-yarn-trunc-gelu-new"); }

@@ -182,7 +182,8 @@ TEST(ModelConfig, ParsesLongAndShortSpellings) {
   auto c = io::parse_model_config(
       R"({"architectures":["LlamaForCausalLM"],"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,)"
       R"("num_attention_heads":4,"num_key_value_heads":2,"vocab_size":100,"rope_scaling":{"rope_type":"llama3",)"
-      R"("factor":8.0,"original_max_position_embeddings":8192},"eos_token_id":[1,2]})", "config.json");
+      R"("factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":8192},)"
+      R"("eos_token_id":[1,2]})", "config.json");
   EXPECT_EQ(c.head_dim, 16);
   EXPECT_EQ(c.rope_scaling.kind, io::RopeScaling::Kind::kLlama3);
   EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{1, 2}));

@@ -4,6 +4,7 @@
 #include "kernels/cpu/activations_impl.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/exp.h"
+#include "kernels/cpu/gelu.h"
 
 namespace gannet::kernels {
 
@@ -13,6 +14,12 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
     const float g = gate[i];
     out[i] = (g / (1.0f + exp_f32(-g))) * up[i];
   }
+}
+void gelu_erf_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_erf_f32(gate[i]) * up[i];
+}
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh_f32(gate[i]) * up[i];
 }
 void add(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
@@ -28,6 +35,28 @@ void silu_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64
 }
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   silu_mul_isa(active_isa(), gate, up, out, n);
+}
+
+void gelu_erf_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n) {
+  auto fn = pick_variant(isa, ref::gelu_erf_mul, avx2::gelu_erf_mul, avx512::gelu_erf_mul);
+  fn(gate, up, out, n);
+}
+void gelu_erf_mul(const float* gate, const float* up, float* out, int64_t n) {
+  gelu_erf_mul_isa(active_isa(), gate, up, out, n);
+}
+void gelu_tanh_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n) {
+  auto fn = pick_variant(isa, ref::gelu_tanh_mul, avx2::gelu_tanh_mul, avx512::gelu_tanh_mul);
+  fn(gate, up, out, n);
+}
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  gelu_tanh_mul_isa(active_isa(), gate, up, out, n);
+}
+void gated_act_mul(GatedAct act, const float* gate, const float* up, float* out, int64_t n) {
+  switch (act) {
+    case GatedAct::kSilu: return silu_mul(gate, up, out, n);
+    case GatedAct::kGeluErf: return gelu_erf_mul(gate, up, out, n);
+    case GatedAct::kGeluTanh: return gelu_tanh_mul(gate, up, out, n);
+  }
 }
 
 void add_isa(Isa isa, const float* a, const float* b, float* y, int64_t n) {

@@ -1,4 +1,5 @@
-// Elementwise activations: SwiGLU's silu(gate) * up, exp and vector add. Every element is
+// Elementwise activations: gated MLP products act(gate) * up (SiLU, GELU erf and tanh
+// forms), exp and vector add. Every element is
 // computed by the same fixed sequence of rounded operations on every ISA.
 #pragma once
 
@@ -12,6 +13,17 @@ namespace gannet::kernels {
 // equal gate or up.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void silu_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n);
+
+// out[i] = gelu(gate[i]) * up[i] with the erf form (gelu_erf_f32 in gelu.h) or the tanh
+// form (gelu_tanh_f32). out may equal gate or up.
+void gelu_erf_mul(const float* gate, const float* up, float* out, int64_t n);
+void gelu_erf_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n);
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+void gelu_tanh_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n);
+
+// The gated product for a model's hidden activation.
+enum class GatedAct { kSilu, kGeluErf, kGeluTanh };
+void gated_act_mul(GatedAct act, const float* gate, const float* up, float* out, int64_t n);
 
 // y[i] = exp_f32(x[i]) (exp.h). x, y: [n]; y may equal x.
 void exp_n(const float* x, float* y, int64_t n);

@@ -7,6 +7,8 @@ namespace gannet::kernels {
 
 #define GANNET_ACTIVATIONS_DECL                                                 \
   void silu_mul(const float* gate, const float* up, float* out, int64_t n);   \
+  void gelu_erf_mul(const float* gate, const float* up, float* out, int64_t n); \
+  void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n); \
   void add(const float* a, const float* b, float* y, int64_t n);             \
   void exp_n(const float* x, float* y, int64_t n);
 
