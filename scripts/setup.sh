@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build pkg-config ccache libgtest-dev libbenchmark-dev
           libpcre2-dev nlohmann-json3-dev python3 python3-venv)
+# `setup.sh clang` adds the second compiler (make test-clang, make fuzz).
+if [ "${1:-}" = clang ]; then packages+=(clang); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

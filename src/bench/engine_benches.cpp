@@ -1,3 +1,4 @@
+#include "core/cpu_budget.h"
 #include "bench/engine_benches.h"
 
 #include <algorithm>
@@ -82,7 +83,7 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
   engine::Engine eng(engine_args(o, max_b, o.input_len + o.output_len, max_b * o.input_len));
   Report rep;
   rep.bench = "decode";
-  rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : int(std::thread::hardware_concurrency()), roofline);
+  rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
   rep.meta["input_len"] = o.input_len;
   rep.meta["output_len"] = o.output_len;
   rep.columns = {{"batch_size", "batch", 0},         {"step_ms_p50", "step ms p50", 2},
@@ -163,7 +164,7 @@ Report run_prefill_bench(const PrefillOptions& o, const Roofline& roofline) {
   const double peak = compute_peak(roofline, elem);
   Report rep;
   rep.bench = "prefill";
-  rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : int(std::thread::hardware_concurrency()), roofline);
+  rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
   rep.meta["compute_peak_gflop_per_s"] = peak;
   rep.meta["weight_bytes_per_element"] = elem;
   rep.columns = {{"prompt_len", "prompt", 0},  {"seconds", "seconds", 3},         {"tokens_per_s", "tok/s", 1},
@@ -246,7 +247,7 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   const double secs = seconds(t0, std::chrono::steady_clock::now());
   Report rep;
   rep.bench = "throughput";
-  rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : int(std::thread::hardware_concurrency()), roofline);
+  rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
   rep.columns = {{"requests", "requests", 0},          {"requests_per_s", "req/s", 2},
                  {"output_tokens_per_s", "out tok/s", 1}, {"total_tokens_per_s", "total tok/s", 1},
                  {"ttft_ms_p50", "TTFT p50 ms", 1},     {"ttft_ms_p90", "TTFT p90 ms", 1},

@@ -1,6 +1,8 @@
 // g++ 12 reports its own AVX-512 reduce intrinsics as using uninitialized values.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "bench/peak_loops.h"

@@ -2,10 +2,13 @@
 
 #include <sys/mman.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/progress_bar.h"
 
 namespace gannet::cache {
 
@@ -26,8 +29,22 @@ CacheEngine::CacheEngine(const model::CacheSpec& spec, int64_t num_blocks, int b
   const uint64_t kv_bytes = uint64_t(2 * spec.num_layers * arena) * sizeof(float);
   const uint64_t state_bytes = uint64_t(num_state_slots) * uint64_t(spec.state_bytes_per_seq);
   bytes_ = kv_bytes + state_bytes;
-  void* p = ::mmap(nullptr, bytes_ ? bytes_ : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) fail("cannot reserve ", bytes_, " bytes for the KV cache: ", std::strerror(errno));
+  const size_t map_bytes = bytes_ ? bytes_ : 1;
+  void* p = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) fail("cannot reserve ", format_bytes(bytes_), " for the KV cache: ", std::strerror(errno));
+  // Commit every page now, so a budget the machine cannot hold fails here with an error
+  // instead of hours later when the last blocks are first written.
+  if (::madvise(p, map_bytes, MADV_POPULATE_WRITE) != 0) {
+    const int e = errno;
+    if (e == EINVAL) {  // kernels before 5.14: touch each page instead
+      const long page = ::sysconf(_SC_PAGESIZE);
+      volatile uint8_t* b = static_cast<uint8_t*>(p);
+      for (size_t off = 0; off < map_bytes; off += size_t(page)) b[off] = 0;
+    } else {
+      ::munmap(p, map_bytes);
+      fail("cannot commit ", format_bytes(bytes_), " of memory for the KV cache: ", std::strerror(e));
+    }
+  }
   kv_ = static_cast<float*>(p);
   state_ = reinterpret_cast<uint8_t*>(p) + kv_bytes;
   for (int64_t l = 0; l < spec.num_layers; ++l) {

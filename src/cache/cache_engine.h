@@ -1,6 +1,7 @@
 // Turns a model's CacheSpec into memory: for every layer a K and a V arena of fixed-size
-// blocks, plus one state slot per concurrent sequence. Allocated once, from a budget,
-// as anonymous memory that the OS zero-fills on first touch (principle 6).
+// blocks, plus one state slot per concurrent sequence. Allocated once, from a budget, as
+// anonymous memory committed (populated) at construction, so a budget the machine cannot
+// hold is an error at start-up (principle 6).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@ namespace gannet::cache {
 
 class CacheEngine {
  public:
+  // Throws gannet::Error naming the size when the memory cannot be committed.
   CacheEngine(const model::CacheSpec& spec, int64_t num_blocks, int block_size, int64_t num_state_slots = 1);
   ~CacheEngine();
   CacheEngine(const CacheEngine&) = delete;

@@ -3,6 +3,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/cpu_budget.h"
 #include "bench/engine_benches.h"
 #include "bench/roofline.h"
 #include "cli/commands.h"
@@ -73,7 +74,7 @@ int cmd_bench(const Args& args) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  const int threads = int(f.get_int_in("threads", int(std::max(1u, std::thread::hardware_concurrency())), 1, 1024));
+  const int threads = int(f.get_int_in("threads", usable_cpus(), 1, 1024));
   auto progress = [](const std::string& stage) { std::fprintf(stderr, "roofline: measuring %s...\n", stage.c_str()); };
   auto roofline = [&] {
     if (f.has("remeasure") || which == "roofline") {

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/cpu_budget.h"
 #include "core/cpu_features.h"
 #include "core/progress_bar.h"
 #include "io/checkpoint.h"
@@ -76,6 +77,7 @@ int cmd_info(const Args& args) {
     j["tokenizer_vocab_size"] = tokenizer_ids;
     j["kv_bytes_per_token"] = kv_bytes;
     j["kernel_path"] = kernel_path_name();
+    j["usable_cpus"] = usable_cpus();
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -93,6 +95,7 @@ int cmd_info(const Args& args) {
   std::printf("kv cache per token: %lld bytes (f32 K and V, all layers)\n", (long long)kv_bytes);
   std::printf("context length:     %lld\n", (long long)cfg.max_position_embeddings);
   std::printf("kernel path:        %s\n", kernel_path_name());
+  std::printf("usable cpus:        %d (affinity mask and cgroup quota; the default --threads)\n", usable_cpus());
   return 0;
 }
 

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "core/cpu_budget.h"
 #include "core/error.h"
 
 namespace gannet {
@@ -111,7 +112,7 @@ int g_threads = 0;
 
 ThreadPool& default_pool() {
   if (!g_pool) {
-    int n = g_threads > 0 ? g_threads : int(std::thread::hardware_concurrency());
+    int n = g_threads > 0 ? g_threads : usable_cpus();
     g_pool = std::make_unique<ThreadPool>(n < 1 ? 1 : n);
   }
   return *g_pool;

@@ -1,3 +1,4 @@
+#include "core/cpu_budget.h"
 #include "engine/engine.h"
 
 #include <algorithm>
@@ -33,13 +34,17 @@ uint64_t mem_available_bytes() {
 
 Engine::Engine(const EngineArgs& args) : args_(args) {
   args_.validate();
-  const int threads = args_.threads > 0 ? args_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = args_.threads > 0 ? args_.threads : usable_cpus();
   pool_ = std::make_unique<ThreadPool>(threads);
   io::ModelConfig cfg = io::load_model_config(args_.model);
   checkpoint_ = std::make_unique<io::Checkpoint>(args_.model);
   {
+    // Weights are read in once at start-up whatever the logging, so the first requests do
+    // not pay for page faults; only the progress bar depends on --quiet.
     ProgressBar bar(args_.quiet ? std::string() : "loading " + args_.model, true);
-    if (!args_.quiet) checkpoint_->prefault([&](uint64_t d, uint64_t t) { bar.update(d, t); });
+    checkpoint_->prefault([&](uint64_t d, uint64_t t) {
+      if (!args_.quiet) bar.update(d, t);
+    });
   }
   model_ = model::create_model(cfg, *checkpoint_);
   tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(args_.model));
@@ -72,7 +77,18 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   if (num_blocks < 1)
     fail("--kv-cache-memory ", format_bytes(budget), " holds no block of ", args_.block_size, " tokens (",
          format_bytes(per_token * uint64_t(args_.block_size)), " each)");
-  cache_ = std::make_unique<cache::CacheEngine>(spec, num_blocks, args_.block_size, args_.max_num_seqs);
+  // The arena is committed now: a budget this machine cannot hold is refused here.
+  const uint64_t arena = uint64_t(num_blocks) * uint64_t(args_.block_size) * per_token +
+                         uint64_t(args_.max_num_seqs) * uint64_t(spec.state_bytes_per_seq);
+  const uint64_t available = mem_available_bytes();
+  if (arena > available)
+    fail("the KV cache needs ", format_bytes(arena), " (--kv-cache-memory / GANNET_KV_CACHE_MEMORY = ",
+         format_bytes(budget), ") but only ", format_bytes(available), " of memory is available; lower it");
+  try {
+    cache_ = std::make_unique<cache::CacheEngine>(spec, num_blocks, args_.block_size, args_.max_num_seqs);
+  } catch (const Error& e) {
+    fail(e.what(), " (--kv-cache-memory / GANNET_KV_CACHE_MEMORY = ", format_bytes(budget), "; lower it)");
+  }
   const int64_t watermark = int64_t(args_.watermark * double(num_blocks));
   blocks_ = std::make_unique<cache::BlockManager>(num_blocks, args_.block_size, args_.max_num_seqs, watermark);
   SchedulerConfig sc;
@@ -144,7 +160,7 @@ void Engine::add(std::unique_ptr<Request> req) {
   req->metrics.arrival_time = now_seconds();
   if (p.prompt_logprobs) req->prompt_logprobs.assign(size_t(n), std::nullopt);
   auto seq = std::make_unique<Sequence>();
-  seq->id = next_seq_id_++;
+  seq->id = scheduler_->new_seq_id();
   seq->request = req.get();
   seq->tokens = req->prompt_ids;
   seq->prompt_len = n;

@@ -76,7 +76,6 @@ class Engine {
   std::vector<int32_t> eos_ids_;
   int64_t max_model_len_ = 0;
   std::map<std::string, std::unique_ptr<Request>> requests_;
-  int64_t next_seq_id_ = 1;
   int64_t steps_ = 0;
   double sched_seconds_ = 0;
   bool streaming_ = true;

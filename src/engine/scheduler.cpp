@@ -200,7 +200,7 @@ std::vector<Sequence*> Scheduler::update(const StepResult& result) {
       seq->forked = true;
       for (size_t i = 1; i < r.samples.size(); ++i) {
         auto child = std::make_unique<Sequence>();
-        child->id = seq->id * 1000 + int64_t(i);
+        child->id = new_seq_id();
         child->request = req;
         child->sample_index = int(i);
         child->status = SeqStatus::kRunning;

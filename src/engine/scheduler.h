@@ -31,6 +31,8 @@ class Scheduler {
   Scheduler(const SchedulerConfig& cfg, cache::BlockManager& blocks);
 
   void add(Sequence* seq);  // queued at the back (FCFS)
+  // Ids unique for the scheduler's life, for new requests' sequences and forked samples.
+  int64_t new_seq_id() { return next_seq_id_++; }
   StepPlan schedule();
   // Applies a step's results: drops stale ones, advances computed positions, appends
   // sampled tokens and forks n > 1 requests after their prompt. Returns the sequences
@@ -58,6 +60,7 @@ class Scheduler {
   std::vector<Sequence*> running_;  // admission order
   int64_t reserved_slots_ = 0;      // held for the samples of admitted unforked requests
   int64_t next_admit_ = 0;
+  int64_t next_seq_id_ = 1;
   int64_t preemptions_ = 0;
   uint64_t step_ = 0;               // schedule() calls, to mark planned sequences
   // State-slot copies owed to forked samples, applied by the next plan unless the child

@@ -1,8 +1,12 @@
 """make-model, info and generate through the real binary."""
 import filecmp
 import json
+import os
+import subprocess
 
 import pytest
+
+from conftest import gannet_bin
 
 
 def test_make_model_is_byte_identical_for_a_seed(gannet, tmp_path):
@@ -225,3 +229,18 @@ def test_make_model_config_overrides(gannet, tmp_path):
         p = gannet(["make-model", "--arch", "llama", "--out", str(tmp_path / "x"), "--config-overrides", bad],
                    check=False)
         assert p.returncode != 0 and msg in p.stderr
+
+
+def test_kv_cache_that_cannot_be_committed_is_refused_at_start(gannet, tiny_models):
+    p = gannet(["generate", "--model", str(tiny_models["llama"]), "--prompt", "hi", "--max-tokens", "2",
+                "--kv-cache-memory", "100TiB"], check=False)
+    assert p.returncode != 0
+    assert "KV cache needs" in p.stderr and "--kv-cache-memory" in p.stderr, p.stderr
+
+
+def test_info_reports_usable_cpus(gannet, tiny_models):
+    j = json.loads(gannet(["info", "--model", str(tiny_models["llama"]), "--json"]).stdout)
+    assert 1 <= j["usable_cpus"] <= os.cpu_count()
+    one = subprocess.run(["taskset", "-c", "0", gannet_bin(), "info", "--model", str(tiny_models["llama"]), "--json"],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(one.stdout)["usable_cpus"] == 1

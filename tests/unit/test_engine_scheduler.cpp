@@ -83,7 +83,6 @@ void run_random(uint64_t seed, Totals& totals) {
   cache::BlockManager bm(num_blocks, block_size, cfg.max_num_seqs, int64_t(rng() % 3));
   Scheduler sched(cfg, bm);
   World w;
-  int64_t next_id = 1;
   std::set<Request*> live;
   int arrivals = 0;
   for (int step = 0; step < 4000 && (arrivals < 60 || !live.empty()); ++step) {
@@ -101,7 +100,7 @@ void run_random(uint64_t seed, Totals& totals) {
       if (len + req->params.max_tokens > cap) continue;
       for (int64_t i = 0; i < len; ++i) req->prompt_ids.push_back(int32_t(rng() % 1000));
       auto seq = std::make_unique<Sequence>();
-      seq->id = next_id++;
+      seq->id = sched.new_seq_id();
       seq->request = req.get();
       seq->tokens = req->prompt_ids;
       seq->prompt_len = len;
@@ -145,9 +144,11 @@ void run_random(uint64_t seed, Totals& totals) {
   for (auto& r : w.requests) totals.forks += int64_t(r->seqs.size()) - 1;
   EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
   EXPECT_EQ(bm.num_free_slots(), bm.num_state_slots());
+  std::set<int64_t> ids;  // sequence ids, forked samples included, never repeat
   for (auto& r : w.requests) {
     for (auto& s : r->seqs) {
       EXPECT_LE(s->num_outputs(), r->params.max_tokens);
+      EXPECT_TRUE(ids.insert(s->id).second) << "sequence id " << s->id << " used twice";
     }
   }
 }

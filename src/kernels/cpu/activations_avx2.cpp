@@ -1,8 +1,4 @@
 // AVX2 activations: 8 elements per step; the remainder runs the reference formula.
-#pragma GCC optimize("fp-contract=off")  // see simd_avx2.h
-// Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "kernels/cpu/activations_impl.h"
 #include "kernels/cpu/exp.h"

@@ -1,8 +1,4 @@
 // AVX-512 activations: 16 elements per step, masked tail.
-#pragma GCC optimize("fp-contract=off")  // see simd_avx512.h
-// Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "kernels/cpu/activations_impl.h"
 #include "kernels/cpu/gelu.h"

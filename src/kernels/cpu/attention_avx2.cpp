@@ -1,10 +1,6 @@
 // AVX2 attention, one query head at a time: the canonical 16-lane dot per key in two
 // ymm, exp and sum 16 lanes at a time, values accumulated over j in order, 8 channels per
 // register.
-#pragma GCC optimize("fp-contract=off")  // see simd_avx2.h
-// Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
 #include <cmath>

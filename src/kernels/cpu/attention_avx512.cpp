@@ -4,10 +4,6 @@
 // up to 16 / chunks heads interleaved so one V row load feeds several heads' chains.
 // K and V rows are visited in blocks that stay in L1 while every head of the group uses
 // them, so GQA reads the cache once per group instead of once per head.
-#pragma GCC optimize("fp-contract=off")  // see simd_avx512.h
-// Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
 #include <cmath>

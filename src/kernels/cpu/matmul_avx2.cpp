@@ -2,10 +2,6 @@
 // 0-7, 8-15). bf16 emulates vdpbf16ps exactly: per 32-bit lane, the odd bf16 element is
 // the high half (mask it), the even one the low half (shift it), odd FMA first, under
 // MXCSR DAZ/FTZ; the tree reduction then runs with the caller's MXCSR, as on AVX-512.
-#pragma GCC optimize("fp-contract=off")  // see simd_avx2.h
-// Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
 #include <cstring>

@@ -1,10 +1,6 @@
 // AVX-512 matmul: register tiles of MR x rows by NR w rows, each output keeping its own
 // 16-lane accumulator, so every element follows the canonical order of canonical.h.
 // bf16 uses vdpbf16ps, whose arithmetic is what canonical.h specifies.
-#pragma GCC optimize("fp-contract=off")  // see simd_avx512.h
-// Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
 #include <array>

@@ -1,8 +1,4 @@
 // AVX2 rmsnorm: canonical sum of squares in two ymm (lanes 0-7, 8-15), then a scaled copy.
-#pragma GCC optimize("fp-contract=off")  // see simd_avx2.h
-// Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/simd_avx2.h"

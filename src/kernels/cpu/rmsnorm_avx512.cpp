@@ -1,8 +1,4 @@
 // AVX-512 rmsnorm: canonical sum of squares in one zmm, then a scaled copy.
-#pragma GCC optimize("fp-contract=off")  // see simd_avx512.h
-// Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/simd_avx512.h"

@@ -1,9 +1,5 @@
 // AVX2 apply_rope: 8 channels per step, same products and sums as the reference; the
 // remainder runs the reference's scalar formula (no FMA contraction in this file).
-#pragma GCC optimize("fp-contract=off")  // see simd_avx2.h
-// Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "kernels/cpu/rope_impl.h"
 #include "kernels/cpu/simd_avx2.h"

@@ -1,8 +1,4 @@
 // AVX-512 apply_rope: 16 channels per step, same products and sums as the reference.
-#pragma GCC optimize("fp-contract=off")  // see simd_avx512.h
-// Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "kernels/cpu/rope_impl.h"
 #include "kernels/cpu/simd_avx512.h"

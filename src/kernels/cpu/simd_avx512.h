@@ -1,7 +1,15 @@
 // AVX-512 building blocks for the canonical orders of canonical.h and exp.h.
-// Include only from *_avx512.cpp files, after `#pragma GCC optimize("fp-contract=off")`:
-// GCC otherwise fuses _mm512_mul_ps + _mm512_add_ps into an FMA and the bits change.
+// Include only from *_avx512.cpp files. The build passes -ffp-contract=off to every
+// target (CMakeLists.txt): otherwise compilers fuse _mm512_mul_ps + _mm512_add_ps into an FMA
+// and the bits change.
 #pragma once
+
+// g++ 12 reports the intrinsics' own _mm*_undefined_* helpers as uninitialized values
+// once they are inlined into a kernel; the rest of each kernel file keeps the warnings.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <immintrin.h>
 

@@ -1,8 +1,4 @@
 // AVX-512 softmax / argmax: max, exp + canonical 16-lane sum in one zmm, divide.
-#pragma GCC optimize("fp-contract=off")  // see simd_avx512.h
-// Under that pragma GCC 12 misreports the intrinsics' own _mm*_undefined_* helpers.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <cmath>
 
