@@ -26,9 +26,10 @@ void BM_SchedulerStep(benchmark::State& state) {
   for (int64_t i = 0; i < n; ++i) {
     auto r = std::make_unique<Request>();
     r->params.max_tokens = 1 << 30;
+    r->id = std::to_string(i);
     r->prompt_ids.assign(200, 7);
     auto s = std::make_unique<Sequence>();
-    s->id = i + 1;
+    s->id = sched.new_seq_id();
     s->request = r.get();
     s->tokens = r->prompt_ids;
     s->prompt_len = 200;
@@ -36,36 +37,47 @@ void BM_SchedulerStep(benchmark::State& state) {
     r->seqs.push_back(std::move(s));
     reqs.push_back(std::move(r));
   }
-  // Prefill everything (fake results), so all sequences are decoding.
-  auto fake = [](const StepPlan& plan) {
-    StepResult res;
-    res.seqs.reserve(plan.seqs.size());
-    for (const ScheduledSeq& s : plan.seqs) {
-      SeqResult r;
-      r.seq = s.seq;
-      r.epoch = s.epoch;
-      r.count = s.count;
-      if (s.num_samples) r.samples.push_back({int32_t(s.start % 1000), 0.f, {}});
-      res.seqs.push_back(std::move(r));
+  // Prefill everything (fake results), so all sequences are decoding. The fake executor
+  // reuses its result buffer, as the real one does.
+  StepPlan plan;
+  StepResult res;
+  auto fake = [&res](const StepPlan& p) -> const StepResult& {
+    res.clear();
+    res.step_id = p.step_id;
+    for (const PlanRow& r : p.rows) {
+      RowResult rr;
+      rr.seq_id = r.seq_id;
+      rr.epoch = r.epoch;
+      rr.count = r.count;
+      rr.sample_offset = int64_t(res.samples.size());
+      rr.num_samples = r.num_samples;
+      for (int k = 0; k < r.num_samples; ++k) res.samples.push_back({int32_t(r.start % 1000), 0.f, 0, 0});
+      res.rows.push_back(rr);
     }
     return res;
   };
-  while (sched.num_waiting() > 0) sched.update(fake(sched.schedule()));
+  while (sched.num_waiting() > 0) {
+    sched.schedule(plan);
+    sched.update(fake(plan));
+  }
   for (auto _ : state) {
-    StepPlan plan = sched.schedule();
+    sched.schedule(plan);
     state.PauseTiming();
-    StepResult res = fake(plan);  // stands in for the executor
+    fake(plan);  // stands in for the executor
     state.ResumeTiming();
     benchmark::DoNotOptimize(sched.update(res));
     // Keep sequences short enough that the cache never fills.
     state.PauseTiming();
     for (auto& r : reqs)
       if (r->seqs[0]->tokens.size() > 3000) {
-        sched.finish(r->seqs[0].get());
-        r->seqs[0]->tokens.resize(200);
-        r->seqs[0]->num_computed = 0;
-        r->seqs[0]->status = SeqStatus::kWaiting;
-        sched.add(r->seqs[0].get());
+        Sequence* s = r->seqs[0].get();
+        sched.finish(s);
+        s->tokens.resize(200);
+        s->num_computed = 0;
+        s->out.token_ids.clear();
+        s->forked = false;
+        s->status = SeqStatus::kWaiting;
+        sched.add(s);
       }
     state.ResumeTiming();
   }

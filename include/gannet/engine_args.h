@@ -17,6 +17,10 @@ struct EngineArgs {
   int64_t max_model_len = 0;           // 0: the model's max_position_embeddings
   bool enable_chunked_prefill = true;
   double watermark = 0.01;             // fraction of blocks kept free at admission
+  // The executor runs on its own thread and the engine plans step N+1 while step N runs
+  // (results are bit-identical either way). --async-scheduling on|off,
+  // GANNET_ASYNC_SCHEDULING=on|off.
+  bool async_scheduling = true;
   bool quiet = false;                  // no start-up report or progress bars
 
   // Applies GANNET_<NAME> environment variables (names upper-cased, '-' as '_').
@@ -26,6 +30,9 @@ struct EngineArgs {
   // One line of "name=value" pairs, printed at start-up.
   std::string describe() const;
 };
+
+// "on"/"off" (also 1/0, true/false) for the setting `name`; throws gannet::Error naming it.
+bool parse_on_off(const std::string& name, const std::string& value);
 
 // "4GiB", "512MiB", "1.5GB", "1000000" -> bytes. Throws gannet::Error on bad text.
 uint64_t parse_memory_size(const std::string& text);

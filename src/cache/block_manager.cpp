@@ -74,25 +74,31 @@ void BlockManager::grow(BlockTable& t, int64_t tokens, std::vector<BlockCopy>& c
       copies.push_back({last, fresh});
       drop_block(last);
       last = fresh;
+      ++t.version;
     }
   }
+  if (int64_t(t.blocks.size()) < blocks_for(tokens)) ++t.version;
   while (int64_t(t.blocks.size()) < blocks_for(tokens)) t.blocks.push_back(take_block());
   t.num_tokens = tokens;
 }
 
-void BlockManager::fork(const BlockTable& parent, BlockTable& child) {
+void BlockManager::fork(const BlockTable& parent, BlockTable& child, int64_t tokens) {
   GANNET_CHECK(child.blocks.empty() && child.state_slot < 0);
   GANNET_CHECK(!free_slots_.empty(), "fork without a free state slot");
+  if (tokens < 0) tokens = parent.num_tokens;
+  GANNET_CHECK(tokens <= parent.num_tokens, "fork of ", tokens, " positions from a table of ", parent.num_tokens);
   child.state_slot = free_slots_.back();
   free_slots_.pop_back();
   slot_used_[size_t(child.state_slot)] = 1;
-  child.blocks = parent.blocks;
-  child.num_tokens = parent.num_tokens;
+  child.blocks.assign(parent.blocks.begin(), parent.blocks.begin() + blocks_for(tokens));
+  child.num_tokens = tokens;
+  ++child.version;
   for (int32_t b : child.blocks) ++ref_[size_t(b)];
 }
 
 void BlockManager::release(BlockTable& t) {
   for (int32_t b : t.blocks) drop_block(b);
+  if (!t.blocks.empty()) ++t.version;
   t.blocks.clear();
   t.num_tokens = 0;
   if (t.state_slot >= 0) {

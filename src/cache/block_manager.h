@@ -17,6 +17,7 @@ struct BlockTable {
   std::vector<int32_t> blocks;
   int64_t num_tokens = 0;   // positions covered by allocation (<= blocks.size() * block_size)
   int32_t state_slot = -1;  // -1: none held
+  uint64_t version = 0;     // bumped whenever `blocks` changes, so copies can be refreshed
 };
 
 struct BlockCopy {
@@ -52,10 +53,12 @@ class BlockManager {
   // replaced by a private copy, appended to `copies`.
   void grow(BlockTable& t, int64_t tokens, std::vector<BlockCopy>& copies);
 
-  // A new sequence sharing all of parent's blocks (refcounts + 1) with its own state slot
-  // (the state is copied by the caller). Needs a free slot: check can_fork first.
+  // A new sequence sharing parent's blocks for its first `tokens` positions (refcounts + 1;
+  // -1: all of them) with its own state slot (the state is copied by the caller). Needs a
+  // free slot: check can_fork first. The prefix matters when the parent has already grown
+  // past the fork point (asynchronous scheduling plans its next step first).
   bool can_fork() const { return !free_slots_.empty(); }
-  void fork(const BlockTable& parent, BlockTable& child);
+  void fork(const BlockTable& parent, BlockTable& child, int64_t tokens = -1);
 
   // Returns blocks (when their count drops to 0) and the slot; leaves t empty.
   void release(BlockTable& t);

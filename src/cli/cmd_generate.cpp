@@ -35,6 +35,7 @@ const char* kUsage =
     "  --max-num-batched-tokens N   tokens per step (default 2048)\n"
     "  --block-size N               tokens per KV block (default 64)\n"
     "  --max-model-len N            context limit (default: the model's)\n"
+    "  --async-scheduling on|off    plan step N+1 while step N runs (default on)\n"
     "output:\n"
     "  --json             one JSON line per prompt: prompt, text, token_ids, finish_reason, ...\n"
     "\n"
@@ -50,7 +51,8 @@ int cmd_generate(const Args& args) {
   Flags f(args,
           {"model", "prompt", "prompts", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "threads", "n",
            "stop",
-           "logprobs", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len"},
+           "logprobs", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
+           "async-scheduling"},
           {"json", "help"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
@@ -91,6 +93,7 @@ int cmd_generate(const Args& args) {
     ea.max_num_batched_tokens = f.get_int_in("max-num-batched-tokens", ea.max_num_batched_tokens, 1, 1 << 24);
     ea.block_size = int(f.get_int_in("block-size", ea.block_size, 1, 4096));
     ea.max_model_len = f.get_int_in("max-model-len", ea.max_model_len, 1, 1 << 24);
+    if (auto a = f.get("async-scheduling")) ea.async_scheduling = parse_on_off("--async-scheduling", *a);
     ea.validate();
   } catch (const UsageError&) {
     throw;
@@ -146,10 +149,13 @@ int cmd_generate(const Args& args) {
   uint64_t gen_tokens = 0;
   while (eng.has_unfinished()) {
     for (RequestOutput& o : eng.step()) {
+      // Streamed outputs are deltas; the final one is complete, so only its part past what
+      // was printed is new.
       if (stream && !o.outputs.empty()) {
         const std::string& t = o.outputs[0].text;
-        if (t.size() > streamed) std::fputs(t.c_str() + streamed, stdout), std::fflush(stdout);
-        streamed = t.size();
+        const size_t from = o.finished ? streamed : 0;
+        if (t.size() > from) std::fputs(t.c_str() + from, stdout), std::fflush(stdout);
+        streamed = o.finished ? t.size() : streamed + t.size();
       }
       if (!o.finished) continue;
       for (auto& c : o.outputs) gen_tokens += c.token_ids.size();

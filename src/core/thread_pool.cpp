@@ -68,8 +68,7 @@ void ThreadPool::worker(int index) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                              int64_t grain) {
+void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t, int)> fn, int64_t grain) {
   if (n <= 0) return;
   if (n_threads_ == 1 || n <= grain) {
     fn(0, n, 0);

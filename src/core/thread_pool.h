@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/function_ref.h"
+
 namespace gannet {
 
 class ThreadPool {
@@ -29,8 +31,8 @@ class ThreadPool {
   // Calls fn(begin, end, thread_index) on disjoint ranges covering [0, n), at most one
   // range per thread, and returns when all are done. Ranges are aligned to `grain`. An
   // exception thrown by fn on any thread is rethrown here, after every range has ended.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                    int64_t grain = 1);
+  // fn is a non-owning reference: handing a lambda over never allocates.
+  void parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t, int)> fn, int64_t grain = 1);
 
  private:
   void worker(int index);
@@ -44,7 +46,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
   // Current job.
-  const std::function<void(int64_t, int64_t, int)>* fn_ = nullptr;
+  const FunctionRef<void(int64_t, int64_t, int)>* fn_ = nullptr;
   int64_t n_ = 0, grain_ = 1;
   std::exception_ptr error_;  // first exception from a worker, under mu_
 };

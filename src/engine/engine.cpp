@@ -92,6 +92,7 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   const int64_t watermark = int64_t(args_.watermark * double(num_blocks));
   blocks_ = std::make_unique<cache::BlockManager>(num_blocks, args_.block_size, args_.max_num_seqs, watermark);
   SchedulerConfig sc;
+  sc.max_model_len = max_model_len_;
   sc.max_num_seqs = args_.max_num_seqs;
   sc.max_num_batched_tokens = args_.max_num_batched_tokens;
   sc.chunked_prefill = args_.enable_chunked_prefill;
@@ -100,7 +101,8 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   scheduler_ = std::make_unique<Scheduler>(sc, *blocks_);
   executor_ = std::make_unique<Executor>(*model_, *cache_, pool_.get(), args_.max_num_batched_tokens,
                                          sc.max_logit_rows, args_.max_num_seqs, eos_ids_);
-  outputs_ = std::make_unique<OutputPool>(*tokenizer_);
+  outputs_ = std::make_unique<OutputProcessor>(*tokenizer_);
+  if (args_.async_scheduling) exec_thread_ = std::make_unique<ExecutorThread>(*executor_);
   if (!args_.quiet) {
     std::fprintf(stderr, "gannet: engine %s\n", args_.describe().c_str());
     const int64_t tokens = cache_->capacity_tokens();
@@ -112,7 +114,9 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   }
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  exec_thread_.reset();  // finishes the steps in flight before the buffers they use go
+}
 
 void Engine::add_request(const std::string& id, const std::string& prompt, const SamplingParams& params) {
   if (prompt.empty()) fail("request '", id, "': the prompt is empty");
@@ -162,8 +166,14 @@ void Engine::add(std::unique_ptr<Request> req) {
   auto seq = std::make_unique<Sequence>();
   seq->id = scheduler_->new_seq_id();
   seq->request = req.get();
+  // Room for every token the sequence may reach (+ one placeholder), so decode steps
+  // never reallocate.
+  seq->tokens.reserve(size_t(n + p.max_tokens + 1));
   seq->tokens = req->prompt_ids;
   seq->prompt_len = n;
+  seq->out.token_ids.reserve(size_t(p.max_tokens));
+  if (p.logprobs) seq->out.logprobs.reserve(size_t(p.max_tokens));
+  seq->out.text.reserve(size_t(std::min<int64_t>(p.max_tokens * 8 + 16, int64_t(1) << 20)));
   Sequence* s = seq.get();
   req->seqs.push_back(std::move(seq));
   requests_[id] = std::move(req);
@@ -181,7 +191,7 @@ void Engine::finish(Sequence& seq, const char* reason, bool flush_text) {
 
 void Engine::check_stop(Sequence& seq) {
   const SamplingParams& p = seq.request->params;
-  const int32_t tok = seq.tokens.back();
+  const int32_t tok = seq.last_token();
   const int64_t outs = seq.num_outputs();
   if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tok) != p.stop_token_ids.end() &&
       outs >= p.min_tokens) {
@@ -195,39 +205,95 @@ void Engine::check_stop(Sequence& seq) {
     seq.out.stop_reason = *hit;
     return finish(seq, "stop", /*flush_text=*/false);
   }
-  if (outs >= p.max_tokens || int64_t(seq.tokens.size()) >= max_model_len_) return finish(seq, "length");
+  if (outs >= p.max_tokens || seq.num_tokens() >= max_model_len_) return finish(seq, "length");
 }
 
-std::vector<RequestOutput> Engine::step() {
+RequestOutput& Engine::next_output() {
+  if (num_out_ == out_buf_.size()) out_buf_.emplace_back();
+  return out_buf_[num_out_++];
+}
+
+void Engine::process(const StepResult& result) {
   auto t0 = std::chrono::steady_clock::now();
-  StepPlan plan = scheduler_->schedule();
-  const double now = now_seconds();
-  for (const ScheduledSeq& s : plan.seqs)
-    if (s.seq->request->metrics.first_scheduled_time == 0) s.seq->request->metrics.first_scheduled_time = now;
-  auto t1 = std::chrono::steady_clock::now();
-  StepResult result = executor_->run(plan);
-  auto t2 = std::chrono::steady_clock::now();
-  std::vector<Sequence*> touched = scheduler_->update(result);
-  std::vector<Request*> progressed;  // in the order they progressed
+  executor_seconds_ += result.seconds;
+  const std::vector<Sequence*>& touched = scheduler_->update(result);
+  progressed_.clear();
   const double done_time = now_seconds();
   for (Sequence* seq : touched) {
     Request* req = seq->request;
     if (req->metrics.first_token_time == 0) req->metrics.first_token_time = done_time;
     check_stop(*seq);
-    if (std::find(progressed.begin(), progressed.end(), req) == progressed.end()) progressed.push_back(req);
+    if (req->progress_mark != result.step_id) {  // once per request, in progress order
+      req->progress_mark = result.step_id;
+      progressed_.push_back(req);
+    }
   }
-  auto t3 = std::chrono::steady_clock::now();
-  sched_seconds_ += std::chrono::duration<double>((t1 - t0) + (t3 - t2)).count();
-  ++steps_;
-  std::vector<RequestOutput> out;
-  for (Request* req : progressed) {
+  for (Request* req : progressed_) {
     const bool done = req->finished();
     if (done) req->metrics.finished_time = done_time;
-    if (done || streaming_) out.push_back(OutputPool::snapshot(*req));
+    if (done || streaming_) OutputProcessor::delta(*req, &next_output());
   }
-  for (const RequestOutput& o : out)
-    if (o.finished) requests_.erase(o.request_id);
-  return out;
+  for (Request* req : progressed_)
+    if (req->finished()) requests_.erase(req->id);  // its output was copied above
+  sched_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Engine::drain() {
+  for (;;) {
+    while (exec_thread_ && exec_thread_->in_flight() > 0) process(*exec_thread_->wait());
+    // Rows of ended sequences leave the executor with a plan; with nothing left to run,
+    // send one that only removes them.
+    if (!scheduler_->has_pending_removals()) return;
+    StepPlan& plan = plans_[next_buffer_ % 2];
+    StepResult& result = results_[next_buffer_ % 2];
+    scheduler_->schedule(plan);
+    if (plan.empty()) return;
+    ++next_buffer_;
+    if (exec_thread_) {
+      exec_thread_->submit(&plan, &result);
+    } else {
+      executor_->run(plan, &result);
+      process(result);
+    }
+  }
+}
+
+std::span<RequestOutput> Engine::step() {
+  num_out_ = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  StepPlan& plan = plans_[next_buffer_ % 2];
+  StepResult& result = results_[next_buffer_ % 2];
+  scheduler_->schedule(plan);
+  const double now = now_seconds();
+  for (const RowAdd& a : plan.added)
+    if (Sequence* s = scheduler_->find_running(a.seq_id))
+      if (s->request->metrics.first_scheduled_time == 0) s->request->metrics.first_scheduled_time = now;
+  sched_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const bool has_work = !plan.empty();
+  if (!exec_thread_) {
+    if (has_work) {
+      ++next_buffer_;
+      const auto t1 = std::chrono::steady_clock::now();
+      executor_->run(plan, &result);
+      result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+      process(result);
+      ++steps_;
+    }
+  } else {
+    if (has_work) {
+      exec_thread_->submit(&plan, &result);
+      ++next_buffer_;
+      ++steps_;
+    }
+    // Apply the older step while the new one runs; with nothing new to run, wait for
+    // what is in flight.
+    if (exec_thread_->in_flight() > 1 || (!has_work && exec_thread_->in_flight() == 1))
+      process(*exec_thread_->wait());
+  }
+  // Once every request is done, collect the steps still in flight (ahead-planned work of
+  // finished sequences) so their blocks and rows come back before the engine idles.
+  if (requests_.empty()) drain();
+  return std::span<RequestOutput>(out_buf_.data(), num_out_);
 }
 
 std::optional<RequestOutput> Engine::abort(const std::string& id) {
@@ -241,9 +307,10 @@ std::optional<RequestOutput> Engine::abort(const std::string& id) {
     s->out.finish_reason = "abort";
   }
   req.metrics.finished_time = now_seconds();
-  RequestOutput out = OutputPool::snapshot(req);
+  RequestOutput out = OutputProcessor::snapshot(req);
   out.finished = true;
   requests_.erase(it);
+  if (requests_.empty()) drain();
   return out;
 }
 

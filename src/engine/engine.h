@@ -1,11 +1,15 @@
-// The engine: owns the model, tokenizer, cache, scheduler, executor and output pool, and
-// turns add_request / step / abort into RequestOutputs (DESIGN.md section 2).
+// The engine: owns the model, tokenizer, cache, scheduler, executor and output processor,
+// and turns add_request / step / abort into RequestOutputs (DESIGN.md section 2,
+// docs/request-lifecycle.md). With asynchronous scheduling the executor runs on its own
+// thread: step() plans step N+1 and submits it, then collects step N's result and turns
+// it into outputs while N+1 runs.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,7 +17,8 @@
 #include "cache/cache_engine.h"
 #include "core/thread_pool.h"
 #include "engine/executor.h"
-#include "engine/output_pool.h"
+#include "engine/executor_thread.h"
+#include "engine/output_processor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "gannet/engine_args.h"
@@ -38,10 +43,14 @@ class Engine {
 
   // One scheduling + model step. Returns the requests that progressed (with streaming
   // off, only those that finished); a finished request is returned once with
-  // finished = true and then forgotten.
-  std::vector<RequestOutput> step();
+  // finished = true and then forgotten. The outputs live in the engine's buffers, valid
+  // until the next step() or abort() (move what you keep). With asynchronous scheduling
+  // the outputs are those of the step before the one just submitted.
+  std::span<RequestOutput> step();
   // Streaming on (the default): unfinished requests are returned as they progress, each
-  // output a full snapshot. Off: no per-step copies for offline batches.
+  // output a delta (new token ids, text and logprobs since the request's last output;
+  // the prompt fields only in its first); a finished request's output is complete.
+  // Off: only complete outputs of finished requests, for offline batches.
   void set_streaming(bool on) { streaming_ = on; }
   // Stops a request wherever it is and frees its cache. Returns its final output
   // (finish_reason "abort" for unfinished samples), or nothing for an unknown id.
@@ -57,11 +66,21 @@ class Engine {
   int64_t num_steps() const { return steps_; }
   // Seconds spent in schedule() + update() (not the model), for the scheduler figure.
   double scheduler_seconds() const { return sched_seconds_; }
+  // Seconds the executor spent running steps; the rest of a run's wall time is host work
+  // the executor waited for (exposed scheduling overhead).
+  double executor_seconds() const { return executor_seconds_; }
+  bool async_scheduling() const { return exec_thread_ != nullptr; }
+  // Executor rows currently held (tests: none left once everything has finished).
+  size_t num_executor_rows() const { return executor_->num_rows(); }
 
  private:
   void add(std::unique_ptr<Request> req);
   void check_stop(Sequence& seq);
   void finish(Sequence& seq, const char* reason, bool flush_text = true);
+  // Applies one step's result: tokens, stop checks, outputs into outputs_.
+  void process(const StepResult& result);
+  void drain();  // waits for and applies every step in flight
+  RequestOutput& next_output();
 
   EngineArgs args_;
   std::unique_ptr<ThreadPool> pool_;
@@ -72,13 +91,23 @@ class Engine {
   std::unique_ptr<cache::BlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Executor> executor_;
-  std::unique_ptr<OutputPool> outputs_;
+  std::unique_ptr<OutputProcessor> outputs_;
   std::vector<int32_t> eos_ids_;
   int64_t max_model_len_ = 0;
   std::map<std::string, std::unique_ptr<Request>> requests_;
   int64_t steps_ = 0;
-  double sched_seconds_ = 0;
+  double sched_seconds_ = 0, executor_seconds_ = 0;
   bool streaming_ = true;
+  // Step buffers, reused: plan and result i serve steps i, i + 2, ... (at most two steps
+  // are in flight, and a plan is only rebuilt after its step's result was applied).
+  StepPlan plans_[2];
+  StepResult results_[2];
+  uint64_t next_buffer_ = 0;
+  std::vector<Request*> progressed_;   // requests with new output in this step
+  std::vector<RequestOutput> out_buf_; // step()'s outputs, reused
+  size_t num_out_ = 0;
+  // Last: stopped (after finishing what was submitted) before anything it uses goes.
+  std::unique_ptr<ExecutorThread> exec_thread_;
 };
 
 }  // namespace gannet::engine

@@ -36,6 +36,12 @@ uint64_t parse_memory_size(const std::string& text) {
   return uint64_t(v * mult);
 }
 
+bool parse_on_off(const std::string& name, const std::string& v) {
+  if (v == "on" || v == "1" || v == "true") return true;
+  if (v == "off" || v == "0" || v == "false") return false;
+  fail(name, " must be on or off, got '", v, "'");
+}
+
 void EngineArgs::apply_environment() {
   auto env = [](const char* name) -> const char* {
     const char* v = std::getenv(name);
@@ -53,6 +59,7 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_MAX_NUM_BATCHED_TOKENS")) max_num_batched_tokens = to_int("GANNET_MAX_NUM_BATCHED_TOKENS", v);
   if (auto v = env("GANNET_BLOCK_SIZE")) block_size = int(to_int("GANNET_BLOCK_SIZE", v));
   if (auto v = env("GANNET_MAX_MODEL_LEN")) max_model_len = to_int("GANNET_MAX_MODEL_LEN", v);
+  if (auto v = env("GANNET_ASYNC_SCHEDULING")) async_scheduling = parse_on_off("GANNET_ASYNC_SCHEDULING", v);
 }
 
 void EngineArgs::validate() const {
@@ -71,7 +78,8 @@ std::string EngineArgs::describe() const {
      << " kv_cache_memory=" << (kv_cache_memory ? std::to_string(kv_cache_memory) : std::string("auto"))
      << " max_num_seqs=" << max_num_seqs << " max_num_batched_tokens=" << max_num_batched_tokens
      << " block_size=" << block_size << " max_model_len=" << (max_model_len ? std::to_string(max_model_len) : std::string("model"))
-     << " chunked_prefill=" << (enable_chunked_prefill ? "on" : "off") << " watermark=" << watermark;
+     << " chunked_prefill=" << (enable_chunked_prefill ? "on" : "off") << " watermark=" << watermark
+     << " async_scheduling=" << (async_scheduling ? "on" : "off");
   return os.str();
 }
 

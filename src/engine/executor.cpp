@@ -3,19 +3,8 @@
 #include <span>
 
 #include "core/error.h"
-#include "engine/request.h"
-#include "engine/sequence.h"
 
 namespace gannet::engine {
-
-namespace {
-std::vector<TokenLogprob> to_public(const std::vector<sampling::TokenLogprob>& top) {
-  std::vector<TokenLogprob> out;
-  out.reserve(top.size());
-  for (const auto& t : top) out.push_back({t.id, t.logprob});
-  return out;
-}
-}  // namespace
 
 Executor::Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* pool, int64_t max_tokens,
                    int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids)
@@ -27,96 +16,166 @@ Executor::Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* p
   tok_seq_.resize(size_t(max_tokens));
   logit_rows_.resize(size_t(max_logit_rows));
   attn_seqs_.resize(size_t(max_seqs) + 1);
+  planned_.reserve(size_t(max_seqs) + 1);
+  first_row_.reserve(size_t(max_seqs) + 1);
+  last_row_.reserve(size_t(max_seqs) + 1);
+  rows_.reserve(size_t(2 * max_seqs + 2));
   logits_.resize(size_t(max_logit_rows) * size_t(vocab_));
   const int threads = pool ? pool->size() : 1;
   for (int t = 0; t < threads; ++t) samplers_.emplace_back(vocab_);
+  sample_outs_.resize(size_t(threads));
 }
 
-StepResult Executor::run(const StepPlan& plan) {
-  StepResult result;
-  if (plan.seqs.empty()) return result;
-  GANNET_CHECK(plan.num_tokens <= max_tokens_ && plan.num_logit_rows <= max_logit_rows_);
-  GANNET_CHECK(plan.seqs.size() <= attn_seqs_.size());
+void Executor::apply_changes(const StepPlan& plan) {
+  for (int64_t id : plan.removed) rows_.erase(id);
+  for (const RowAdd& a : plan.added) {
+    Row& r = rows_[a.seq_id];
+    r.epoch = a.epoch;
+    r.tokens.reserve(size_t(std::max<int64_t>(a.reserve, int64_t(a.tokens.size())) + 1));
+    r.tokens.assign(a.tokens.begin(), a.tokens.end());
+    r.prompt_len = a.prompt_len;
+    r.blocks.clear();
+    r.params = a.params;
+    r.seed = a.seed;
+    r.sample_index = a.sample_index;
+  }
   cache_.copy_blocks(plan.copies);
   for (auto [src, dst] : plan.state_copies) cache_.copy_state(src, dst);
+}
 
-  // Flatten: tokens of each scheduled sequence, in plan order.
-  struct RowRef {
-    int64_t first_row = -1;  // first logit row of this sequence
-    int64_t last_row = -1;   // logit row sampled from
-  };
-  std::vector<RowRef> refs(plan.seqs.size());
+void Executor::run(const StepPlan& plan, StepResult* out) {
+  StepResult& result = *out;
+  result.clear();
+  result.step_id = plan.step_id;
+  apply_changes(plan);
+  if (plan.rows.empty()) return;
+  GANNET_CHECK(plan.num_tokens <= max_tokens_ && plan.num_logit_rows <= max_logit_rows_);
+  GANNET_CHECK(plan.rows.size() <= attn_seqs_.size());
+
+  // Flatten: tokens of each planned row, in plan order, from the rows' own histories.
+  const size_t n_rows = plan.rows.size();
+  planned_.resize(n_rows);
+  first_row_.resize(n_rows);
+  last_row_.resize(n_rows);
   int64_t n = 0, rows = 0;
-  for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    const ScheduledSeq& s = plan.seqs[i];
-    const Sequence& seq = *s.seq;
-    attn_seqs_[i].block_table = seq.table.blocks.data();
-    refs[i].first_row = rows;
+  for (size_t i = 0; i < n_rows; ++i) {
+    const PlanRow& s = plan.rows[i];
+    auto it = rows_.find(s.seq_id);
+    GANNET_CHECK(it != rows_.end(), "plan row for sequence ", s.seq_id, " that the executor does not hold");
+    Row& row = it->second;
+    GANNET_CHECK(row.epoch == s.epoch, "sequence ", s.seq_id, " planned at epoch ", s.epoch, ", row at ", row.epoch);
+    if (s.table_offset >= 0)
+      row.blocks.assign(plan.tables.begin() + s.table_offset, plan.tables.begin() + s.table_offset + s.table_len);
+    GANNET_CHECK(s.start + s.count <= int64_t(row.tokens.size()), "sequence ", s.seq_id, " planned to ",
+                 s.start + s.count, " with ", row.tokens.size(), " tokens");
+    planned_[i] = &row;
+    attn_seqs_[i].block_table = row.blocks.data();
+    first_row_[i] = rows;
     for (int64_t j = 0; j < s.count; ++j) {
-      ids_[size_t(n)] = seq.tokens[size_t(s.start + j)];
+      ids_[size_t(n)] = row.tokens[size_t(s.start + j)];
       pos_[size_t(n)] = int32_t(s.start + j);
       tok_seq_[size_t(n)] = int32_t(i);
       if (s.prompt_logprobs || (s.num_samples && j == s.count - 1)) logit_rows_[size_t(rows++)] = int32_t(n);
       ++n;
     }
-    refs[i].last_row = rows - 1;
+    last_row_[i] = rows - 1;
   }
   model::Batch b;
   b.n_tokens = n;
   b.token_ids = ids_.data();
   b.positions = pos_.data();
   b.token_seq = tok_seq_.data();
-  b.n_seqs = int32_t(plan.seqs.size());
+  b.n_seqs = int32_t(n_rows);
   b.seqs = attn_seqs_.data();
   b.n_logits = rows;
   b.logit_rows = logit_rows_.data();
   model_.forward(b, cache_.views(), logits_.data(), pool_);
 
+  // Lay out the result: each row's samples, prompt logprobs and top-N lists get fixed
+  // places first, so the rows can then be filled in parallel.
+  result.rows.resize(n_rows);
+  int64_t n_samples = 0, n_prompt = 0, n_top = 0;
+  for (size_t i = 0; i < n_rows; ++i) {
+    const PlanRow& s = plan.rows[i];
+    const Row& row = *planned_[i];
+    RowResult& r = result.rows[i];
+    r.seq_id = s.seq_id;
+    r.epoch = s.epoch;
+    r.count = s.count;
+    r.first_prompt_pos = s.start + 1;  // logits row j predicts position start + j + 1
+    r.prompt_lp_offset = n_prompt;
+    r.prompt_lp_len = s.prompt_logprobs ? std::max<int64_t>(0, std::min(s.count, row.prompt_len - 1 - s.start)) : 0;
+    n_prompt += r.prompt_lp_len;
+    n_top += r.prompt_lp_len * row.params.prompt_logprobs.value_or(0);
+    r.sample_offset = n_samples;
+    r.num_samples = s.num_samples;
+    n_samples += s.num_samples;
+    n_top += int64_t(s.num_samples) * row.params.logprobs.value_or(0);
+  }
+  result.samples.resize(size_t(n_samples));
+  result.prompt_lps.resize(size_t(n_prompt));
+  result.top.resize(size_t(n_top));
+  // Top-N offsets, in the same order the rows are filled below.
+  int64_t top = 0;
+  for (size_t i = 0; i < n_rows; ++i) {
+    const RowResult& r = result.rows[i];
+    const int64_t pn = planned_[i]->params.prompt_logprobs.value_or(0), sn = planned_[i]->params.logprobs.value_or(0);
+    for (int64_t j = 0; j < r.prompt_lp_len; ++j, top += pn) result.prompt_lps[size_t(r.prompt_lp_offset + j)].top_offset = top;
+    for (int k = 0; k < r.num_samples; ++k, top += sn) result.samples[size_t(r.sample_offset + k)].top_offset = top;
+  }
+
   // Sample (and gather logprobs) row by row; each row depends only on its own inputs,
   // so the rows can be spread over threads.
-  result.seqs.resize(plan.seqs.size());
-  auto work = [&](int64_t begin, int64_t end, int thread) {
+  auto work = [this, &plan, &result](int64_t begin, int64_t end, int thread) {
     sampling::Sampler& sampler = samplers_[size_t(thread)];
+    sampling::SampleOutput& o = sample_outs_[size_t(thread)];
+    auto put = [&result](const sampling::SampleOutput& so, SampledToken& t) {
+      t.token = so.token;
+      t.logprob = so.logprob;
+      t.top_len = int(so.top.size());
+      for (size_t q = 0; q < so.top.size(); ++q) result.top[size_t(t.top_offset) + q] = {so.top[q].id, so.top[q].logprob};
+    };
     for (int64_t i = begin; i < end; ++i) {
-      const ScheduledSeq& s = plan.seqs[size_t(i)];
-      const Sequence& seq = *s.seq;
-      const Request& req = *seq.request;
-      SeqResult& r = result.seqs[size_t(i)];
-      r.seq = s.seq;
-      r.epoch = s.epoch;
-      r.count = s.count;
-      const int top_n = req.params.prompt_logprobs.value_or(0);
-      if (s.prompt_logprobs) {
-        // Row j predicts position start + j + 1.
-        r.first_prompt_pos = s.start + 1;
-        for (int64_t j = 0; j < s.count && s.start + j + 1 < seq.prompt_len; ++j) {
-          const float* row = logits_.data() + (refs[size_t(i)].first_row + j) * vocab_;
-          sampling::SampleOutput o;
-          sampler.prompt_logprobs(row, seq.tokens[size_t(s.start + j + 1)], top_n, &o);
-          r.prompt_logprobs.push_back({o.token, o.logprob, to_public(o.top)});
-        }
+      const PlanRow& s = plan.rows[size_t(i)];
+      const Row& row = *planned_[size_t(i)];
+      const RowResult& r = result.rows[size_t(i)];
+      const int top_n = int(row.params.prompt_logprobs.value_or(0));
+      for (int64_t j = 0; j < r.prompt_lp_len; ++j) {
+        const float* lg = logits_.data() + (first_row_[size_t(i)] + j) * vocab_;
+        sampler.prompt_logprobs(lg, row.tokens[size_t(s.start + j + 1)], top_n, &o);
+        put(o, result.prompt_lps[size_t(r.prompt_lp_offset + j)]);
       }
       if (s.num_samples == 0) continue;
-      const float* row = logits_.data() + refs[size_t(i)].last_row * vocab_;
-      const std::span<const int32_t> all(seq.tokens);
+      const float* lg = logits_.data() + last_row_[size_t(i)] * vocab_;
+      // The history the sample follows: everything before position start + count.
+      const std::span<const int32_t> all(row.tokens.data(), size_t(s.start + s.count));
       for (int k = 0; k < s.num_samples; ++k) {
         sampling::SampleInput in;
-        in.logits = row;
-        in.params = &req.params;
-        in.seed = req.seed;
-        in.stream = uint64_t(s.num_samples > 1 ? k : seq.sample_index);
-        in.position = uint64_t(seq.num_outputs());
-        in.prompt_ids = all.subspan(0, size_t(seq.prompt_len));
-        in.output_ids = all.subspan(size_t(seq.prompt_len));
+        in.logits = lg;
+        in.params = &row.params;
+        in.seed = row.seed;
+        in.stream = uint64_t(s.num_samples > 1 ? k : row.sample_index);
+        in.position = uint64_t(s.start + s.count - row.prompt_len);
+        in.prompt_ids = all.subspan(0, size_t(row.prompt_len));
+        in.output_ids = all.subspan(size_t(row.prompt_len));
         in.eos_ids = eos_ids_;
-        sampling::SampleOutput o = sampler.sample(in);
-        r.samples.push_back({o.token, o.logprob, to_public(o.top)});
+        sampler.sample(in, &o);
+        put(o, result.samples[size_t(r.sample_offset + k)]);
       }
     }
   };
-  if (pool_) pool_->parallel_for(int64_t(plan.seqs.size()), work);
-  else work(0, int64_t(plan.seqs.size()), 0);
-  return result;
+  if (pool_) pool_->parallel_for(int64_t(n_rows), work);
+  else work(0, int64_t(n_rows), 0);
+
+  // The next decode of each row starts from the token it sampled now (the first sample;
+  // forked samples get rows of their own from the scheduler).
+  for (size_t i = 0; i < n_rows; ++i) {
+    const PlanRow& s = plan.rows[i];
+    if (s.num_samples == 0) continue;
+    Row& row = *planned_[i];
+    row.tokens.resize(size_t(s.start + s.count));
+    row.tokens.push_back(result.samples[size_t(result.rows[i].sample_offset)].token);
+  }
 }
 
 }  // namespace gannet::engine

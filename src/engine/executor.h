@@ -1,10 +1,13 @@
-// Runs a StepPlan: flattens it into a model Batch in buffers the executor owns, performs
-// copy-on-write block copies, runs the model, and samples. Returns a StepResult; it
-// never changes a Sequence (the scheduler applies results), so a later asynchronous
-// engine can run step N here while the scheduler plans step N+1.
+// Runs StepPlans. It keeps a persistent batch: one row per running sequence with its own
+// copy of the token history, block table and sampling state, updated from each plan
+// (rows added, tables replaced, rows removed) and by its own sampling (a decode's input is
+// the token its row sampled in the previous step). It reads nothing the scheduler owns,
+// so the engine thread can plan step N+1 while step N runs here (executor_thread.h).
+// Steady-state decode steps allocate nothing: every buffer is reused.
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/cache_engine.h"
@@ -20,20 +23,39 @@ class Executor {
   Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* pool, int64_t max_tokens,
            int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids);
 
-  StepResult run(const StepPlan& plan);
+  // Applies the plan's row changes, runs the forward pass and samples into *out (whose
+  // buffers are reused).
+  void run(const StepPlan& plan, StepResult* out);
+
+  size_t num_rows() const { return rows_.size(); }
 
  private:
+  struct Row {
+    uint64_t epoch = 0;
+    std::vector<int32_t> tokens;  // prompt, outputs (including the ones sampled here)
+    int64_t prompt_len = 0;
+    std::vector<int32_t> blocks;  // block table
+    SamplingParams params;
+    uint64_t seed = 0;
+    int sample_index = 0;
+  };
+  void apply_changes(const StepPlan& plan);
+
   model::Model& model_;
   cache::CacheEngine& cache_;
   ThreadPool* pool_;
   int64_t vocab_;
   int64_t max_tokens_, max_logit_rows_;
   std::vector<int32_t> eos_ids_;
+  std::unordered_map<int64_t, Row> rows_;  // by sequence id
   // Inputs of one forward pass.
   std::vector<int32_t> ids_, pos_, tok_seq_, logit_rows_;  // [max_tokens] each
   std::vector<kernels::AttentionSeq> attn_seqs_;            // [max_seqs]
+  std::vector<Row*> planned_;                               // [rows of the plan]
+  std::vector<int64_t> first_row_, last_row_;               // logit rows per plan row
   std::vector<float> logits_;                               // [max_logit_rows, vocab]
   std::vector<sampling::Sampler> samplers_;                 // one per pool thread
+  std::vector<sampling::SampleOutput> sample_outs_;         // one per pool thread
 };
 
 }  // namespace gannet::engine

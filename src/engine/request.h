@@ -22,7 +22,8 @@ struct Request {
   std::vector<std::unique_ptr<Sequence>> seqs;  // [n] once forked, [1] before
   std::vector<std::optional<PositionLogprobs>> prompt_logprobs;  // [prompt_len] when asked
   RequestMetrics metrics;
-  bool output_sent_finished = false;
+  bool output_sent = false;  // a streamed output has carried the prompt fields
+  uint64_t progress_mark = 0;  // the last step in which it progressed (engine bookkeeping)
 
   bool finished() const {
     if (int64_t(seqs.size()) < params.n) return false;

@@ -22,33 +22,71 @@ int64_t Scheduler::slots_needed(const Sequence* seq) const {
 
 void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan) {
   blocks_.grow(seq->table, seq->num_computed + count, plan.copies);
-  ScheduledSeq s;
-  s.seq = seq;
-  s.epoch = seq->epoch;
-  s.start = seq->num_computed;
-  s.count = count;
+  if (!seq->in_executor) {
+    // The executor learns the sequence with its whole history (real tokens only: a
+    // sequence outside the executor has nothing pending).
+    GANNET_CHECK(seq->num_pending == 0);
+    const Request& req = *seq->request;
+    RowAdd& a = plan.added.emplace_back();
+    a.seq_id = seq->id;
+    a.epoch = seq->epoch;
+    a.tokens = seq->tokens;
+    a.prompt_len = seq->prompt_len;
+    a.reserve = seq->prompt_len + req.params.max_tokens;
+    a.params = req.params;
+    a.seed = req.seed;
+    a.sample_index = seq->sample_index;
+    seq->in_executor = true;
+    seq->sent_table_version = ~uint64_t(0);
+  }
+  PlanRow r;
+  r.seq_id = seq->id;
+  r.epoch = seq->epoch;
+  r.start = seq->num_computed;
+  r.count = count;
   const bool reaches_end = seq->num_computed + count == int64_t(seq->tokens.size());
-  s.num_samples = reaches_end ? int(seq->forked ? 1 : seq->request->params.n) : 0;
-  s.prompt_logprobs = seq->request->params.prompt_logprobs.has_value() && !seq->forked &&
-                      s.start < seq->prompt_len - 1;
+  // An unforked request samples n tokens at the end of its prompt; a decode planned while
+  // that result is still pending runs after the fork, on one sample.
+  r.num_samples = reaches_end ? int(seq->forked || seq->num_pending > 0 ? 1 : seq->request->params.n) : 0;
+  r.prompt_logprobs = seq->request->params.prompt_logprobs.has_value() && !seq->forked &&
+                      r.start < seq->prompt_len - 1;
+  if (seq->sent_table_version != seq->table.version) {
+    r.table_offset = int64_t(plan.tables.size());
+    r.table_len = int64_t(seq->table.blocks.size());
+    plan.tables.insert(plan.tables.end(), seq->table.blocks.begin(), seq->table.blocks.end());
+    seq->sent_table_version = seq->table.version;
+  }
   plan.num_tokens += count;
-  plan.num_logit_rows += s.prompt_logprobs ? count : (s.num_samples ? 1 : 0);
-  plan.seqs.push_back(s);
+  plan.num_logit_rows += r.prompt_logprobs ? count : (r.num_samples ? 1 : 0);
+  plan.rows.push_back(r);
   seq->planned_in_step = step_;
+  // Planned ahead: the positions count as computed now, and the sampled token is a
+  // placeholder until the result replaces it.
+  seq->num_computed += count;
+  if (r.num_samples > 0) {
+    seq->tokens.push_back(-1);
+    ++seq->num_pending;
+  }
 }
 
-StepPlan Scheduler::schedule() {
-  ++step_;
-  StepPlan plan;
-  for (const PendingStateCopy& c : state_copies_)
-    if (c.live()) plan.state_copies.push_back({c.src, c.dst});
+void Scheduler::schedule(StepPlan& plan) {
+  plan.clear();
+  plan.step_id = ++step_;
+  for (const PendingStateCopy& c : state_copies_) {
+    const Sequence* child = find_running(c.child_id);
+    if (child && child->epoch == c.child_epoch) plan.state_copies.push_back({c.src, c.dst});
+  }
   state_copies_.clear();
   int64_t budget = cfg_.max_num_batched_tokens;
   bool preempted = false;
-  // 1. Sequences with one uncomputed token (decodes): one position each.
+  // 1. Sequences with one uncomputed token (decodes): one position each. A sequence whose
+  // planned outputs already reach max_tokens (or the context) waits for its results.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* seq = running_[i];
     if (seq->num_uncomputed() != 1) continue;
+    if (int64_t(seq->tokens.size()) - seq->prompt_len >= seq->request->params.max_tokens ||
+        int64_t(seq->tokens.size()) >= cfg_.max_model_len)
+      continue;
     if (plan.num_logit_rows + 1 > cfg_.max_logit_rows) break;
     bool self_preempted = false;
     while (!blocks_.can_grow(seq->table, seq->num_computed + 1)) {
@@ -68,6 +106,7 @@ StepPlan Scheduler::schedule() {
   // split (their logit rows are capped per step), whatever chunked_prefill says.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* seq = running_[i];
+    if (seq->planned_in_step == step_) continue;  // its decode is in this plan already
     const int64_t left = seq->num_uncomputed();
     if (left <= 1) continue;
     const bool lp = seq->request->params.prompt_logprobs.has_value() && !seq->forked;
@@ -127,22 +166,51 @@ StepPlan Scheduler::schedule() {
     seq->status = SeqStatus::kRunning;
     seq->admit_order = next_admit_++;
     running_.push_back(seq);
+    by_id_[seq->id] = seq;
     schedule_chunk(seq, chunk, plan);
     budget -= chunk;
   }
-  return plan;
+  plan.removed.swap(removed_);
+  removed_.clear();
+  if (plan.empty()) {  // nothing to submit: the step id is not used
+    --step_;
+    plan.step_id = 0;
+  }
 }
 
 void Scheduler::remove_running(Sequence* seq) {
   auto it = std::find(running_.begin(), running_.end(), seq);
   GANNET_CHECK(it != running_.end(), "sequence ", seq->id, " is not running");
   running_.erase(it);
+  by_id_.erase(seq->id);
   reserved_slots_ -= slots_needed(seq) - 1;
+}
+
+void Scheduler::leave_executor(Sequence* seq) {
+  if (!seq->in_executor) return;
+  removed_.push_back(seq->id);
+  seq->in_executor = false;
+}
+
+void Scheduler::release_table(Sequence* seq) {
+  // Steps up to planned_in_step may read these blocks; those not yet completed are in
+  // flight (or queued), so the release waits for their results.
+  if (seq->planned_in_step > completed_step_) {
+    deferred_.push_back({std::move(seq->table), seq->planned_in_step});
+    seq->table = cache::BlockTable{};
+  } else {
+    blocks_.release(seq->table);
+  }
 }
 
 void Scheduler::preempt(Sequence* seq) {
   remove_running(seq);
+  leave_executor(seq);
+  // Called inside schedule(): the plan being built runs after everything in flight (see
+  // scheduler.h), so the blocks may serve it at once.
   blocks_.release(seq->table);
+  seq->tokens.resize(size_t(seq->num_tokens()));  // placeholders: their results go stale
+  seq->num_pending = 0;
   seq->num_computed = 0;
   seq->epoch++;
   seq->num_preemptions++;
@@ -155,8 +223,11 @@ void Scheduler::preempt(Sequence* seq) {
 void Scheduler::finish(Sequence* seq) {
   if (seq->status == SeqStatus::kRunning) {
     remove_running(seq);
-    blocks_.release(seq->table);
+    leave_executor(seq);
+    release_table(seq);
   }
+  seq->tokens.resize(size_t(seq->num_tokens()));
+  seq->num_pending = 0;
   seq->status = SeqStatus::kFinished;
   seq->epoch++;
 }
@@ -172,56 +243,87 @@ void Scheduler::abort(Sequence* seq) {
   finish(seq);
 }
 
-std::vector<Sequence*> Scheduler::update(const StepResult& result) {
-  std::vector<Sequence*> touched;
-  for (const SeqResult& r : result.seqs) {
-    Sequence* seq = r.seq;
+const std::vector<Sequence*>& Scheduler::update(const StepResult& result) {
+  GANNET_CHECK(result.step_id == completed_step_ + 1, "step ", result.step_id, " completed after ", completed_step_);
+  completed_step_ = result.step_id;
+  touched_.clear();
+  for (const RowResult& r : result.rows) {
+    auto found = by_id_.find(r.seq_id);
+    if (found == by_id_.end()) continue;  // ended since
+    Sequence* seq = found->second;
     if (seq->epoch != r.epoch || seq->status != SeqStatus::kRunning) continue;  // stale
-    seq->num_computed += r.count;
     Request* req = seq->request;
-    for (size_t i = 0; i < r.prompt_logprobs.size(); ++i) {
-      const int64_t pos = r.first_prompt_pos + int64_t(i);
-      if (pos < int64_t(req->prompt_logprobs.size())) req->prompt_logprobs[size_t(pos)] = r.prompt_logprobs[i];
+    for (int64_t i = 0; i < r.prompt_lp_len; ++i) {
+      const int64_t pos = r.first_prompt_pos + i;
+      const SampledToken& t = result.prompt_lps[size_t(r.prompt_lp_offset + i)];
+      if (pos < int64_t(req->prompt_logprobs.size()))
+        req->prompt_logprobs[size_t(pos)] = PositionLogprobs{
+            t.token, t.logprob,
+            std::vector<TokenLogprob>(result.top.begin() + t.top_offset,
+                                      result.top.begin() + t.top_offset + t.top_len)};
     }
-    if (r.samples.empty()) continue;
-    GANNET_CHECK(seq->num_computed == int64_t(seq->tokens.size()));
+    if (r.num_samples == 0) continue;
+    GANNET_CHECK(seq->num_pending > 0, "sequence ", seq->id, " got a token it did not wait for");
     auto append = [&](Sequence* s, const SampledToken& t) {
-      s->tokens.push_back(t.token);
       s->out.token_ids.push_back(t.token);
       if (req->params.logprobs) {
         s->out.cumulative_logprob += t.logprob;
-        s->out.logprobs.push_back({t.token, t.logprob, t.top});
+        PositionLogprobs& lp = s->out.logprobs.emplace_back();
+        lp.id = t.token;
+        lp.logprob = t.logprob;
+        lp.top.assign(result.top.begin() + t.top_offset, result.top.begin() + t.top_offset + t.top_len);
       }
-      touched.push_back(s);
+      touched_.push_back(s);
     };
-    if (!seq->forked && r.samples.size() > 1) {
-      // Fork the other samples off the prompt: shared blocks, own slots (reserved).
-      reserved_slots_ -= int64_t(r.samples.size()) - 1;
+    const SampledToken* samples = result.samples.data() + r.sample_offset;
+    if (!seq->forked && r.num_samples > 1) {
+      // Fork the other samples off the prompt: shared blocks for the prompt's positions
+      // (the parent may have been planned further already), own slots (reserved).
+      GANNET_CHECK(seq->num_tokens() == seq->prompt_len);
+      reserved_slots_ -= int64_t(r.num_samples) - 1;
       seq->forked = true;
-      for (size_t i = 1; i < r.samples.size(); ++i) {
+      for (int i = 1; i < r.num_samples; ++i) {
         auto child = std::make_unique<Sequence>();
         child->id = new_seq_id();
         child->request = req;
-        child->sample_index = int(i);
+        child->sample_index = i;
         child->status = SeqStatus::kRunning;
-        child->tokens = seq->tokens;
+        child->tokens.reserve(size_t(seq->prompt_len + req->params.max_tokens + 1));
+        child->tokens.assign(seq->tokens.begin(), seq->tokens.begin() + seq->prompt_len);
+        child->tokens.push_back(samples[i].token);
         child->prompt_len = seq->prompt_len;
-        child->num_computed = seq->num_computed;
+        child->num_computed = seq->prompt_len;
         child->forked = true;
         child->admit_order = next_admit_++;
-        child->out.index = int(i);
-        blocks_.fork(seq->table, child->table);
-        state_copies_.push_back({child.get(), child->epoch, seq->table.state_slot, child->table.state_slot});
+        child->planned_in_step = seq->planned_in_step;
+        child->out.index = i;
+        child->out.token_ids.reserve(size_t(req->params.max_tokens));
+        blocks_.fork(seq->table, child->table, seq->prompt_len);
+        state_copies_.push_back({child->id, child->epoch, seq->table.state_slot, child->table.state_slot});
         running_.push_back(child.get());
-        append(child.get(), r.samples[i]);
+        by_id_[child->id] = child.get();
+        append(child.get(), samples[i]);
         req->seqs.push_back(std::move(child));
       }
     } else {
       seq->forked = true;
     }
-    append(seq, r.samples[0]);
+    // The oldest placeholder is this step's token.
+    seq->tokens[size_t(seq->num_tokens())] = samples[0].token;
+    --seq->num_pending;
+    append(seq, samples[0]);
   }
-  return touched;
+  // Ended sequences whose last step has now completed give their cache back.
+  for (size_t i = 0; i < deferred_.size();) {
+    if (deferred_[i].after_step <= completed_step_) {
+      blocks_.release(deferred_[i].table);
+      deferred_[i] = std::move(deferred_.back());
+      deferred_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return touched_;
 }
 
 }  // namespace gannet::engine

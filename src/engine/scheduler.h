@@ -6,10 +6,19 @@
 // running sequence is preempted: its blocks and slot are freed and it goes back to the
 // front of the queue with its generated tokens kept, to be recomputed. Work per step is
 // O(running sequences).
+//
+// Plans are values (step_plan.h) and may be built while earlier ones still run: a planned
+// decode counts as done (a placeholder token, see sequence.h) so the next step can be
+// planned at once; results come back in step order through update(). A sequence that
+// ends (finish, abort) while a step that includes it is in flight keeps its blocks and
+// state slot until that step's result is in (deferred release). Blocks of a sequence
+// preempted during schedule() go straight to the plan being built: that plan runs after
+// every step already in flight, so nothing still running can see their reuse.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/block_manager.h"
@@ -19,6 +28,7 @@
 namespace gannet::engine {
 
 struct SchedulerConfig {
+  int64_t max_model_len = 1 << 30;  // a sequence never grows past this many tokens
   int64_t max_num_seqs = 256;
   int64_t max_num_batched_tokens = 2048;
   bool chunked_prefill = true;
@@ -33,15 +43,31 @@ class Scheduler {
   void add(Sequence* seq);  // queued at the back (FCFS)
   // Ids unique for the scheduler's life, for new requests' sequences and forked samples.
   int64_t new_seq_id() { return next_seq_id_++; }
-  StepPlan schedule();
-  // Applies a step's results: drops stale ones, advances computed positions, appends
-  // sampled tokens and forks n > 1 requests after their prompt. Returns the sequences
-  // that received tokens (their stop conditions are checked by the engine).
-  std::vector<Sequence*> update(const StepResult& result);
-  // Ends a sequence: frees its cache; finish_reason is set by the caller.
+  // Fills `plan` (its buffers are reused) with the next step. An empty plan (nothing to
+  // run) takes no step id and must not be run; every other plan's result must come back.
+  void schedule(StepPlan& plan);
+  // Applies a step's result (steps complete in order): drops stale rows, puts sampled
+  // tokens in place of their placeholders, forks n > 1 requests after their prompt, and
+  // releases what was waiting for this step. Returns the sequences that received tokens
+  // (their stop conditions are checked by the engine); valid until the next call.
+  const std::vector<Sequence*>& update(const StepResult& result);
+  // Ends a sequence: its cache is released once no step in flight can read it;
+  // finish_reason is set by the caller.
   void finish(Sequence* seq);
   // Aborts a waiting or running sequence.
   void abort(Sequence* seq);
+  // The last step whose result update() has applied, and the last one planned.
+  uint64_t completed_step() const { return completed_step_; }
+  uint64_t planned_step() const { return step_; }
+  // Executor rows of ended sequences not yet sent for removal.
+  bool has_pending_removals() const { return !removed_.empty(); }
+  // A running sequence by id, or nullptr.
+  Sequence* find_running(int64_t id) const {
+    auto it = by_id_.find(id);
+    return it == by_id_.end() ? nullptr : it->second;
+  }
+  // Blocks and slots still held by ended sequences, waiting for in-flight steps.
+  size_t num_deferred_releases() const { return deferred_.size(); }
 
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
@@ -51,6 +77,8 @@ class Scheduler {
  private:
   void preempt(Sequence* seq);
   void remove_running(Sequence* seq);
+  void leave_executor(Sequence* seq);  // the executor's row goes with the next plan
+  void release_table(Sequence* seq);   // now, or after the steps in flight that read it
   int64_t slots_needed(const Sequence* seq) const;  // 1, or n for an unforked request
   void schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan);
 
@@ -61,17 +89,25 @@ class Scheduler {
   int64_t reserved_slots_ = 0;      // held for the samples of admitted unforked requests
   int64_t next_admit_ = 0;
   int64_t next_seq_id_ = 1;
+  uint64_t completed_step_ = 0;     // last step whose result was applied
+  std::unordered_map<int64_t, Sequence*> by_id_;  // running sequences
+  std::vector<int64_t> removed_;    // executor rows to drop with the next plan
+  struct DeferredRelease {
+    cache::BlockTable table;
+    uint64_t after_step;
+  };
+  std::vector<DeferredRelease> deferred_;
+  std::vector<Sequence*> touched_;  // update()'s return value, reused
   int64_t preemptions_ = 0;
   uint64_t step_ = 0;               // schedule() calls, to mark planned sequences
   // State-slot copies owed to forked samples, applied by the next plan unless the child
-  // has ended in between (its epoch moved).
+  // has ended in between (its epoch moved). The parent's slot still holds its state then:
+  // an ended parent's slot is released after the steps in flight, and one preempted by
+  // the same schedule() call is not reused by it (no admissions in a step that preempts).
   struct PendingStateCopy {
-    Sequence* child;
+    int64_t child_id;
     uint64_t child_epoch;
     int32_t src, dst;
-    // The parent may have ended since: its slot can only have been handed out in the same
-    // schedule() call, and nobody writes a slot before the copies of that plan run.
-    bool live() const { return child->epoch == child_epoch && child->status == SeqStatus::kRunning; }
   };
   std::vector<PendingStateCopy> state_copies_;
 };

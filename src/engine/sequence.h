@@ -1,6 +1,10 @@
 // A sequence is one sample of a request: its tokens, how much of them the cache holds,
 // its blocks and state slot, and its epoch (bumped whenever its cached state is thrown
 // away, so results planned before that are recognised as stale and dropped).
+//
+// The scheduler plans ahead: a planned decode counts as computed at once and its token is
+// a placeholder at the end of `tokens` (num_pending of them) until the step's result
+// replaces it. Stop checks, outputs and the sampler only ever see real tokens.
 #pragma once
 
 #include <cstdint>
@@ -22,19 +26,27 @@ struct Sequence {
   Request* request = nullptr;
   int sample_index = 0;   // RNG stream; also the CompletionOutput index
   SeqStatus status = SeqStatus::kWaiting;
-  std::vector<int32_t> tokens;  // prompt followed by generated tokens
+  std::vector<int32_t> tokens;  // prompt, generated tokens, then num_pending placeholders
+  int64_t num_pending = 0;      // planned samples whose tokens have not come back yet
   int64_t prompt_len = 0;       // the request's prompt length
-  int64_t num_computed = 0;     // leading positions whose K/V are in the cache
+  int64_t num_computed = 0;     // leading positions whose K/V are in the cache once the
+                                // steps planned so far have run
   cache::BlockTable table;
   uint64_t epoch = 0;
   int64_t admit_order = 0;      // larger = admitted later (preemption victim order)
   bool forked = false;          // n > 1 requests fork their samples after the prompt
   int64_t num_preemptions = 0;
   uint64_t planned_in_step = 0; // the scheduler step that last planned it (0: none)
+  bool in_executor = false;     // the executor holds a row for it (added, not yet removed)
+  uint64_t sent_table_version = 0;  // table.version the executor's row has
   CompletionOutput out;         // text, ids, logprobs, finish reason
+  size_t sent_tokens = 0, sent_text = 0;  // what streamed outputs have carried so far
 
-  int64_t num_outputs() const { return int64_t(tokens.size()) - prompt_len; }
-  // Tokens not in the cache yet (1 in the decode phase).
+  // Real tokens (placeholders excluded).
+  int64_t num_tokens() const { return int64_t(tokens.size()) - num_pending; }
+  int64_t num_outputs() const { return num_tokens() - prompt_len; }
+  int32_t last_token() const { return tokens[size_t(num_tokens() - 1)]; }
+  // Tokens not in the cache yet (1 in the decode phase), placeholders included.
   int64_t num_uncomputed() const { return int64_t(tokens.size()) - num_computed; }
   bool finished() const { return status == SeqStatus::kFinished; }
 };

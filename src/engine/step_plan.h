@@ -1,4 +1,7 @@
-// What flows between the scheduler and the executor: StepPlan down, StepResult up.
+// What flows between the engine thread and the executor: StepPlan down, StepResult up.
+// Both are plain values (sequence ids, epochs, counts, flat arrays) that never point into
+// scheduler-owned objects, so the scheduler may change anything while a step runs. Their
+// buffers are reused step after step (clear() keeps capacity): no allocation per step.
 #pragma once
 
 #include <cstdint>
@@ -7,47 +10,95 @@
 
 #include "cache/block_manager.h"
 #include "gannet/request_output.h"
+#include "gannet/sampling_params.h"
 
 namespace gannet::engine {
 
-struct Sequence;
+// A sequence entering the executor's persistent batch: newly admitted, resumed after
+// preemption, or a forked sample. Everything the executor needs to run and sample it.
+struct RowAdd {
+  int64_t seq_id = 0;
+  uint64_t epoch = 0;
+  std::vector<int32_t> tokens;  // the history known so far: prompt, then outputs
+  int64_t prompt_len = 0;
+  int64_t reserve = 0;          // tokens the row may reach (prompt + max_tokens)
+  SamplingParams params;        // a copy: the request may be gone while a step still runs
+  uint64_t seed = 0;
+  int sample_index = 0;         // RNG stream of a forked sample
+};
 
-struct ScheduledSeq {
-  Sequence* seq = nullptr;
-  uint64_t epoch = 0;     // seq->epoch when planned; a mismatch on return = stale
+struct PlanRow {
+  int64_t seq_id = 0;
+  uint64_t epoch = 0;     // the sequence's epoch when planned; a mismatch on return = stale
   int64_t start = 0;      // first position computed this step
-  int64_t count = 0;      // positions computed this step
+  int64_t count = 0;      // positions computed this step. Their tokens are the executor's
+                          // row history; a decode's input is the token the row sampled in
+                          // the previous step (asynchronous scheduling plans it before the
+                          // engine has seen it)
   int num_samples = 0;    // tokens to sample from the last row: 0 (mid-prompt), 1, or n (fork)
   bool prompt_logprobs = false;  // logits of every row, for prompt logprobs
+  int64_t table_offset = -1;     // >= 0: the row's block table changed; the new one is
+  int64_t table_len = 0;         //   plan.tables[table_offset, table_offset + table_len)
 };
 
 struct StepPlan {
-  std::vector<ScheduledSeq> seqs;          // decodes first, then prefill chunks
-  std::vector<cache::BlockCopy> copies;    // copy-on-write, before the forward pass
+  uint64_t step_id = 0;
+  std::vector<RowAdd> added;                // applied first (new rows)
+  std::vector<PlanRow> rows;                // decodes first, then prefill chunks
+  std::vector<int32_t> tables;              // block ids of changed tables
+  std::vector<int64_t> removed;             // rows dropped first (ended or preempted)
+  std::vector<cache::BlockCopy> copies;     // copy-on-write, before the forward pass
   std::vector<std::pair<int32_t, int32_t>> state_copies;  // (src, dst) slots of forked samples
   int64_t num_tokens = 0;
   int64_t num_logit_rows = 0;
-  bool empty() const { return seqs.empty(); }
+
+  // Nothing to run or apply: the scheduler then gives the step id back.
+  bool empty() const {
+    return rows.empty() && added.empty() && removed.empty() && copies.empty() && state_copies.empty();
+  }
+  void clear() {
+    added.clear();
+    rows.clear();
+    tables.clear();
+    removed.clear();
+    copies.clear();
+    state_copies.clear();
+    num_tokens = num_logit_rows = 0;
+  }
 };
 
 struct SampledToken {
   int32_t token = 0;
   float logprob = 0;
-  std::vector<TokenLogprob> top;  // requested top-N
+  int64_t top_offset = 0;  // result.top[top_offset, top_offset + top_len)
+  int top_len = 0;
 };
 
-struct SeqResult {
-  Sequence* seq = nullptr;
+struct RowResult {
+  int64_t seq_id = 0;
   uint64_t epoch = 0;
   int64_t count = 0;                  // positions computed
-  std::vector<SampledToken> samples;  // [num_samples]
-  // Prompt logprobs: entry i is for prompt position first_prompt_pos + i.
-  int64_t first_prompt_pos = 0;
-  std::vector<PositionLogprobs> prompt_logprobs;
+  int64_t sample_offset = 0;          // result.samples[sample_offset, + num_samples)
+  int num_samples = 0;
+  int64_t first_prompt_pos = 0;       // prompt logprobs: entry i is for this position + i
+  int64_t prompt_lp_offset = 0;       // result.prompt_lps[prompt_lp_offset, + prompt_lp_len)
+  int64_t prompt_lp_len = 0;
 };
 
 struct StepResult {
-  std::vector<SeqResult> seqs;
+  uint64_t step_id = 0;
+  std::vector<RowResult> rows;        // in plan order
+  std::vector<SampledToken> samples;
+  std::vector<SampledToken> prompt_lps;  // token = the prompt token at that position
+  std::vector<TokenLogprob> top;      // top-N lists of samples and prompt logprobs
+  double seconds = 0;                 // executor time for the step
+
+  void clear() {
+    rows.clear();
+    samples.clear();
+    prompt_lps.clear();
+    top.clear();
+  }
 };
 
 }  // namespace gannet::engine

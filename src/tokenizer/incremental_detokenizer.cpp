@@ -5,10 +5,16 @@
 namespace gannet::tokenizer {
 
 std::string IncrementalDetokenizer::push(TokenId id) {
-  const std::string& bytes = tokenizer_.id_to_token(id);
-  if (skip_special_tokens_ && tokenizer_.is_special(id)) return {};
-  pending_ += bytes;
   std::string out;
+  push(id, &out);
+  return out;
+}
+
+void IncrementalDetokenizer::push(TokenId id, std::string* out_text) {
+  const std::string& bytes = tokenizer_.id_to_token(id);
+  if (skip_special_tokens_ && tokenizer_.is_special(id)) return;
+  pending_ += bytes;
+  std::string& out = *out_text;
   const auto* p = reinterpret_cast<const unsigned char*>(pending_.data());
   size_t i = 0;
   while (i < pending_.size()) {
@@ -21,7 +27,6 @@ std::string IncrementalDetokenizer::push(TokenId id) {
     i += seq.len;
   }
   pending_.erase(0, i);
-  return out;
 }
 
 std::string IncrementalDetokenizer::flush() {

@@ -18,6 +18,8 @@ class IncrementalDetokenizer {
   // The text completed by `id` (often empty mid-character). Throws gannet::Error for an id
   // outside the vocabulary.
   std::string push(TokenId id);
+  // The same, appended to *out: no allocation once *out has room (the streaming hot path).
+  void push(TokenId id, std::string* out);
 
   // What is still held back, with an incomplete trailing sequence as U+FFFD; the
   // detokenizer is empty afterwards.

@@ -225,13 +225,32 @@ TEST(EngineOutputs, StreamedTextIsNeverTakenBack) {
   SamplingParams ps = p;
   ps.stop = {text.substr(text.size() / 2, 3)};
   e.add_request("s", "Streaming with stop strings", ps);
-  std::vector<std::string> seen;
+  // Streamed outputs are deltas: their text and token ids, joined, are a prefix of the
+  // final (complete) output's, and only the first carries the prompt.
+  std::string streamed;
+  std::vector<int32_t> streamed_ids;
+  int outputs = 0;
+  std::optional<RequestOutput> final_out;
   while (e.has_unfinished())
-    for (RequestOutput& o : e.step()) seen.push_back(o.outputs[0].text);
-  ASSERT_FALSE(seen.empty());
-  for (size_t i = 1; i < seen.size(); ++i)
-    EXPECT_EQ(seen[i].compare(0, seen[i - 1].size(), seen[i - 1]), 0) << "text shrank at output " << i;
-  EXPECT_EQ(seen.back(), text.substr(0, text.find(ps.stop[0])));
+    for (RequestOutput& o : e.step()) {
+      EXPECT_EQ(o.prompt_token_ids.empty(), outputs > 0 && !o.finished) << "output " << outputs;
+      ++outputs;
+      if (o.finished) {
+        final_out = std::move(o);
+        continue;
+      }
+      streamed += o.outputs[0].text;
+      streamed_ids.insert(streamed_ids.end(), o.outputs[0].token_ids.begin(), o.outputs[0].token_ids.end());
+    }
+  ASSERT_TRUE(final_out.has_value());
+  ASSERT_GT(outputs, 2);
+  const std::string& final_text = final_out->outputs[0].text;
+  EXPECT_EQ(final_text, text.substr(0, text.find(ps.stop[0])));
+  EXPECT_EQ(final_text.compare(0, streamed.size(), streamed), 0) << "streamed text was taken back";
+  EXPECT_FALSE(streamed.empty());
+  const auto& ids = final_out->outputs[0].token_ids;
+  ASSERT_LE(streamed_ids.size(), ids.size());
+  EXPECT_TRUE(std::equal(streamed_ids.begin(), streamed_ids.end(), ids.begin()));
 }
 
 TEST(EngineOutputs, AbortReturnsTheFinalOutput) {

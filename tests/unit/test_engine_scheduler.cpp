@@ -5,9 +5,14 @@
 //  - block reference counts equal the number of running tables holding each block, and
 //    free + referenced blocks = all blocks; state slots likewise;
 //  - decodes are planned before prompt chunks;
-//  - when everything has finished, all blocks and slots are free again.
+//  - when everything has finished, all blocks and slots are free again;
+//  - the plans' row changes (added, removed, tables) describe a batch the fake executor
+//    can run: every planned row is held, at the planned epoch, with its tokens known.
+// Half of the worlds run pipelined like asynchronous scheduling: step N+1 is planned
+// before step N's result is applied, with aborts and finishes landing in between.
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <random>
@@ -32,16 +37,21 @@ struct World {
   }
 };
 
-void check_invariants(const World& w, const cache::BlockManager& bm, const SchedulerConfig& cfg, const StepPlan& plan) {
+void check_invariants(const World& w, const cache::BlockManager& bm, const SchedulerConfig& cfg, const StepPlan& plan,
+                      const Scheduler& sched) {
   ASSERT_LE(plan.num_tokens, cfg.max_num_batched_tokens);
-  ASSERT_LE(int64_t(plan.seqs.size()), cfg.max_num_seqs);
+  ASSERT_LE(int64_t(plan.rows.size()), cfg.max_num_seqs);
   bool seen_prefill = false;
-  for (const ScheduledSeq& s : plan.seqs) {
-    const bool decode = s.count == 1 && s.start > 0 && s.start + 1 == int64_t(s.seq->tokens.size());
+  for (const PlanRow& r : plan.rows) {
+    const Sequence* seq = sched.find_running(r.seq_id);
+    ASSERT_NE(seq, nullptr) << "planned sequence " << r.seq_id << " is not running";
+    // A decode computes a sequence's one uncomputed token and samples; a prompt chunk of
+    // one position that samples can only be a whole one-token prompt (start 0).
+    const bool decode = r.count == 1 && r.num_samples > 0 && r.start > 0;
     ASSERT_FALSE(decode && seen_prefill) << "decode planned after a prompt chunk";
     if (!decode) seen_prefill = true;
-    ASSERT_GE(s.seq->table.num_tokens, s.start + s.count);
-    ASSERT_GE(int64_t(s.seq->table.blocks.size()) * bm.block_size(), s.start + s.count);
+    ASSERT_GE(seq->table.num_tokens, r.start + r.count);
+    ASSERT_GE(int64_t(seq->table.blocks.size()) * bm.block_size(), r.start + r.count);
   }
   std::map<int32_t, int> refs;
   int64_t slots = 0, running = 0;
@@ -58,10 +68,57 @@ void check_invariants(const World& w, const cache::BlockManager& bm, const Sched
     }
   }
   ASSERT_LE(running, cfg.max_num_seqs);
-  for (auto& [b, n] : refs) ASSERT_EQ(bm.ref_count(b), n) << "block " << b;
-  ASSERT_EQ(bm.num_free_blocks() + int64_t(refs.size()), bm.num_blocks());
-  ASSERT_EQ(bm.num_free_slots() + slots, bm.num_state_slots());
+  // Blocks of ended sequences wait for their last step: they are neither free nor
+  // referenced by a running table, so the books close only without deferred releases.
+  if (sched.num_deferred_releases() == 0) {
+    int64_t referenced = 0;
+    for (auto [b, n] : refs) {
+      ASSERT_EQ(bm.ref_count(b), n) << "block " << b;
+      ++referenced;
+    }
+    ASSERT_EQ(referenced + bm.num_free_blocks(), bm.num_blocks());
+    ASSERT_EQ(slots + bm.num_free_slots(), bm.num_state_slots());
+  }
 }
+
+// The executor's side of the protocol without a model: rows come and go with the plans,
+// a planned row must be held at its epoch with its tokens known, and a sampled token
+// extends the row.
+struct FakeExecutor {
+  struct Row {
+    uint64_t epoch;
+    int64_t tokens;
+  };
+  std::map<int64_t, Row> rows;
+
+  StepResult run(const StepPlan& plan) {
+    for (int64_t id : plan.removed) rows.erase(id);
+    for (const RowAdd& a : plan.added) {
+      EXPECT_EQ(rows.count(a.seq_id), 0u) << "row " << a.seq_id << " added twice";
+      rows[a.seq_id] = {a.epoch, int64_t(a.tokens.size())};
+    }
+    StepResult res;
+    res.step_id = plan.step_id;
+    for (const PlanRow& p : plan.rows) {
+      auto it = rows.find(p.seq_id);
+      EXPECT_NE(it, rows.end()) << "planned row " << p.seq_id << " not held";
+      if (it == rows.end()) continue;
+      EXPECT_EQ(it->second.epoch, p.epoch);
+      EXPECT_LE(p.start + p.count, it->second.tokens) << "sequence " << p.seq_id << " planned past its tokens";
+      RowResult r;
+      r.seq_id = p.seq_id;
+      r.epoch = p.epoch;
+      r.count = p.count;
+      r.sample_offset = int64_t(res.samples.size());
+      r.num_samples = p.num_samples;
+      for (int k = 0; k < p.num_samples; ++k)
+        res.samples.push_back({int32_t((p.seq_id * 31 + k + p.start) % 1000), 0.f, 0, 0});
+      if (p.num_samples) it->second.tokens = p.start + p.count + 1;
+      res.rows.push_back(r);
+    }
+    return res;
+  }
+};
 
 struct Totals {
   int64_t requests = 0, preemptions = 0, forks = 0, aborted = 0;
@@ -69,6 +126,7 @@ struct Totals {
 
 void run_random(uint64_t seed, Totals& totals) {
   std::mt19937_64 rng(seed);
+  const bool pipelined = seed % 2 == 0;
   SchedulerConfig cfg;
   cfg.max_num_seqs = 1 + int64_t(rng() % 16);
   cfg.max_num_batched_tokens = 1 + int64_t(rng() % 96);
@@ -83,6 +141,9 @@ void run_random(uint64_t seed, Totals& totals) {
   cache::BlockManager bm(num_blocks, block_size, cfg.max_num_seqs, int64_t(rng() % 3));
   Scheduler sched(cfg, bm);
   World w;
+  FakeExecutor exec;
+  StepPlan plans[2];
+  std::deque<StepResult> in_flight;
   std::set<Request*> live;
   int arrivals = 0;
   for (int step = 0; step < 4000 && (arrivals < 60 || !live.empty()); ++step) {
@@ -109,39 +170,40 @@ void run_random(uint64_t seed, Totals& totals) {
       live.insert(req.get());
       w.requests.push_back(std::move(req));
     }
-    StepPlan plan = sched.schedule();
-    check_invariants(w, bm, cfg, plan);
-    // Fake executor: token = hash of (seq, position); a result may turn stale below.
-    StepResult res;
-    for (const ScheduledSeq& s : plan.seqs) {
-      SeqResult r;
-      r.seq = s.seq;
-      r.epoch = s.epoch;
-      r.count = s.count;
-      for (int k = 0; k < s.num_samples; ++k) r.samples.push_back({int32_t((s.seq->id * 31 + k + s.start) % 1000), 0.f, {}});
-      res.seqs.push_back(r);
+    StepPlan& plan = plans[step % 2];
+    sched.schedule(plan);
+    check_invariants(w, bm, cfg, plan, sched);
+    if (!plan.empty()) in_flight.push_back(exec.run(plan));
+    // Pipelined worlds apply a step's result only after the next step is planned.
+    while (in_flight.size() > (pipelined ? 1u : 0u) || (!in_flight.empty() && plan.empty())) {
+      // Random aborts between planning and results: their results must be dropped.
+      if (!live.empty() && rng() % 25 == 0) {
+        auto it = live.begin();
+        std::advance(it, long(rng() % live.size()));
+        for (auto& s : (*it)->seqs)
+          if (!s->finished()) sched.abort(s.get());
+        live.erase(it);
+      }
+      for (Sequence* s : sched.update(in_flight.front()))
+        if (s->num_outputs() >= s->request->params.max_tokens) sched.finish(s);
+      in_flight.pop_front();
+      for (auto it = live.begin(); it != live.end();) {
+        if ((*it)->finished()) it = live.erase(it);
+        else ++it;
+      }
     }
-    // Random aborts between planning and results: their results must be dropped.
-    if (!live.empty() && rng() % 25 == 0) {
-      auto it = live.begin();
-      std::advance(it, long(rng() % live.size()));
-      for (auto& s : (*it)->seqs)
-        if (!s->finished()) sched.abort(s.get());
-      live.erase(it);
-    }
-    for (Sequence* s : sched.update(res)) {
-      if (s->num_outputs() >= s->request->params.max_tokens) sched.finish(s);
-    }
-    for (auto it = live.begin(); it != live.end();) {
-      if ((*it)->finished()) it = live.erase(it);
-      else ++it;
-    }
-    check_invariants(w, bm, cfg, StepPlan{});
+    check_invariants(w, bm, cfg, StepPlan{}, sched);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  while (!in_flight.empty()) {
+    sched.update(in_flight.front());
+    in_flight.pop_front();
   }
   EXPECT_TRUE(live.empty()) << "requests still unfinished after 4000 steps (livelock?)";
   totals.requests += int64_t(w.requests.size());
   totals.preemptions += sched.num_preemptions();
   for (auto& r : w.requests) totals.forks += int64_t(r->seqs.size()) - 1;
+  EXPECT_EQ(sched.num_deferred_releases(), 0u);
   EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
   EXPECT_EQ(bm.num_free_slots(), bm.num_state_slots());
   std::set<int64_t> ids;  // sequence ids, forked samples included, never repeat
@@ -214,18 +276,15 @@ namespace {
 // Drives a scheduler with a fake executor until every request finishes or `max_steps`.
 // Returns the number of steps taken, or -1 on a stall.
 int64_t drive(Scheduler& sched, std::vector<std::unique_ptr<Request>>& reqs, int64_t max_steps) {
+  FakeExecutor exec;
+  StepPlan plan;
   for (int64_t step = 1; step <= max_steps; ++step) {
     bool all_done = true;
     for (auto& r : reqs) all_done = all_done && r->finished();
     if (all_done) return step - 1;
-    StepPlan plan = sched.schedule();
-    StepResult res;
-    for (const ScheduledSeq& s : plan.seqs) {
-      SeqResult r{s.seq, s.epoch, s.count, {}, s.start + 1, {}};
-      for (int k = 0; k < s.num_samples; ++k) r.samples.push_back({7, 0.f, {}});
-      res.seqs.push_back(r);
-    }
-    for (Sequence* s : sched.update(res))
+    sched.schedule(plan);
+    if (plan.empty()) continue;
+    for (Sequence* s : sched.update(exec.run(plan)))
       if (s->num_outputs() >= s->request->params.max_tokens) sched.finish(s);
   }
   return -1;
@@ -239,7 +298,7 @@ std::unique_ptr<Request> make_request(Scheduler& sched, int64_t id, int64_t prom
   if (prompt_logprobs) r->params.prompt_logprobs = 1;
   r->prompt_ids.assign(size_t(prompt_len), 5);
   auto s = std::make_unique<Sequence>();
-  s->id = id;
+  s->id = sched.new_seq_id();
   s->request = r.get();
   s->tokens = r->prompt_ids;
   s->prompt_len = prompt_len;
