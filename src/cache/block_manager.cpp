@@ -1,5 +1,7 @@
 #include "cache/block_manager.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace gannet::cache {
@@ -75,9 +77,13 @@ void BlockManager::grow(BlockTable& t, int64_t tokens, std::vector<BlockCopy>& c
       drop_block(last);
       last = fresh;
       ++t.version;
+      t.dirty_from = std::min(t.dirty_from, t.num_tokens / block_size_);
     }
   }
-  if (int64_t(t.blocks.size()) < blocks_for(tokens)) ++t.version;
+  if (int64_t(t.blocks.size()) < blocks_for(tokens)) {
+    ++t.version;
+    t.dirty_from = std::min(t.dirty_from, int64_t(t.blocks.size()));
+  }
   while (int64_t(t.blocks.size()) < blocks_for(tokens)) t.blocks.push_back(take_block());
   t.num_tokens = tokens;
 }
@@ -90,9 +96,10 @@ void BlockManager::fork(const BlockTable& parent, BlockTable& child, int64_t tok
   child.state_slot = free_slots_.back();
   free_slots_.pop_back();
   slot_used_[size_t(child.state_slot)] = 1;
-  child.blocks.assign(parent.blocks.begin(), parent.blocks.begin() + blocks_for(tokens));
+  child.blocks.assign(parent.blocks.begin(), parent.blocks.begin() + blocks_for(tokens));  // keeps capacity
   child.num_tokens = tokens;
   ++child.version;
+  child.dirty_from = 0;
   for (int32_t b : child.blocks) ++ref_[size_t(b)];
 }
 
@@ -100,6 +107,7 @@ void BlockManager::release(BlockTable& t) {
   for (int32_t b : t.blocks) drop_block(b);
   if (!t.blocks.empty()) ++t.version;
   t.blocks.clear();
+  t.dirty_from = 0;
   t.num_tokens = 0;
   if (t.state_slot >= 0) {
     GANNET_CHECK(slot_used_[size_t(t.state_slot)], "slot ", t.state_slot, " released twice");

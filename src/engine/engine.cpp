@@ -173,7 +173,9 @@ void Engine::add(std::unique_ptr<Request> req) {
   seq->prompt_len = n;
   seq->out.token_ids.reserve(size_t(p.max_tokens));
   if (p.logprobs) seq->out.logprobs.reserve(size_t(p.max_tokens));
-  seq->out.text.reserve(size_t(std::min<int64_t>(p.max_tokens * 8 + 16, int64_t(1) << 20)));
+  // Text: every token at its longest, up to 256 KiB (past that, growth may allocate).
+  seq->out.text.reserve(
+      size_t(std::min<int64_t>(p.max_tokens * int64_t(outputs_->max_token_bytes() + 3) + 16, int64_t(256) << 10)));
   Sequence* s = seq.get();
   req->seqs.push_back(std::move(seq));
   requests_[id] = std::move(req);
@@ -231,7 +233,7 @@ void Engine::process(const StepResult& result) {
   for (Request* req : progressed_) {
     const bool done = req->finished();
     if (done) req->metrics.finished_time = done_time;
-    if (done || streaming_) OutputProcessor::delta(*req, &next_output());
+    if (done || streaming_) outputs_->delta(*req, &next_output());
   }
   for (Request* req : progressed_)
     if (req->finished()) requests_.erase(req->id);  // its output was copied above

@@ -35,6 +35,7 @@ void Executor::apply_changes(const StepPlan& plan) {
     r.tokens.assign(a.tokens.begin(), a.tokens.end());
     r.prompt_len = a.prompt_len;
     r.blocks.clear();
+    r.blocks.reserve(size_t(a.max_blocks));
     r.params = a.params;
     r.seed = a.seed;
     r.sample_index = a.sample_index;
@@ -64,8 +65,13 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     GANNET_CHECK(it != rows_.end(), "plan row for sequence ", s.seq_id, " that the executor does not hold");
     Row& row = it->second;
     GANNET_CHECK(row.epoch == s.epoch, "sequence ", s.seq_id, " planned at epoch ", s.epoch, ", row at ", row.epoch);
-    if (s.table_offset >= 0)
-      row.blocks.assign(plan.tables.begin() + s.table_offset, plan.tables.begin() + s.table_offset + s.table_len);
+    if (s.table_offset >= 0) {
+      GANNET_CHECK(s.table_from <= int64_t(row.blocks.size()), "table update from ", s.table_from, " of ",
+                   row.blocks.size());
+      row.blocks.resize(size_t(s.table_from));
+      row.blocks.insert(row.blocks.end(), plan.tables.begin() + s.table_offset,
+                        plan.tables.begin() + s.table_offset + s.table_len);
+    }
     GANNET_CHECK(s.start + s.count <= int64_t(row.tokens.size()), "sequence ", s.seq_id, " planned to ",
                  s.start + s.count, " with ", row.tokens.size(), " tokens");
     planned_[i] = &row;

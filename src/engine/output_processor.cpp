@@ -26,9 +26,16 @@ void copy_prompt(const Request& req, RequestOutput* o) {
 
 }  // namespace
 
+OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tok) : tok_(tok) {
+  for (size_t id = 0; id < tok.vocab_size(); ++id)
+    max_token_bytes_ = std::max(max_token_bytes_, tok.id_to_token(tokenizer::TokenId(id)).size());
+}
+
 tokenizer::IncrementalDetokenizer& OutputProcessor::detok_for(const Sequence& seq) {
   auto& d = detok_[&seq];
-  if (!d) d = std::make_unique<tokenizer::IncrementalDetokenizer>(tok_, seq.request->params.skip_special_tokens);
+  if (!d)
+    d = std::make_unique<tokenizer::IncrementalDetokenizer>(tok_, seq.request->params.skip_special_tokens,
+                                                            max_token_bytes_);
   return *d;
 }
 
@@ -65,7 +72,7 @@ void OutputProcessor::flush(Sequence& seq) {
   detok_.erase(it);
 }
 
-void OutputProcessor::delta(Request& req, RequestOutput* o) {
+void OutputProcessor::delta(Request& req, RequestOutput* o) const {
   const bool done = req.finished();
   o->request_id = req.id;
   o->seed = req.seed;
@@ -86,6 +93,7 @@ void OutputProcessor::delta(Request& req, RequestOutput* o) {
     const size_t tok_from = done ? 0 : s.sent_tokens, text_from = done ? 0 : s.sent_text;
     const size_t text_to = std::max(text_from, visible_text(s, req.params));
     c.index = s.out.index;
+    if (c.text.capacity() < 4 * max_token_bytes_) c.text.reserve(4 * max_token_bytes_);
     c.text.assign(s.out.text, text_from, text_to - text_from);
     c.token_ids.assign(s.out.token_ids.begin() + long(tok_from), s.out.token_ids.end());
     c.cumulative_logprob = s.out.cumulative_logprob;

@@ -17,7 +17,9 @@ namespace gannet::engine {
 
 class OutputProcessor {
  public:
-  explicit OutputProcessor(const tokenizer::Tokenizer& tok) : tok_(tok) {}
+  explicit OutputProcessor(const tokenizer::Tokenizer& tok);
+  // Bytes of the longest token: text buffers sized from it never grow mid-token.
+  size_t max_token_bytes() const { return max_token_bytes_; }
 
   // Appends the text of seq's newest token to its output. Returns the stop string found
   // in the new text, after cutting the text at it (keeping it when
@@ -32,7 +34,7 @@ class OutputProcessor {
   // output. A finished request's output is complete instead (everything from the start).
   // While a sample runs, a tail that could begin a stop string is held back, so text once
   // sent is never taken back.
-  static void delta(Request& req, RequestOutput* o);
+  void delta(Request& req, RequestOutput* o) const;
   // The whole request so far (the same hold-back applies while unfinished).
   static RequestOutput snapshot(const Request& req);
 
@@ -40,6 +42,7 @@ class OutputProcessor {
   tokenizer::IncrementalDetokenizer& detok_for(const Sequence& seq);
 
   const tokenizer::Tokenizer& tok_;
+  size_t max_token_bytes_ = 0;
   std::map<const Sequence*, std::unique_ptr<tokenizer::IncrementalDetokenizer>> detok_;
 };
 

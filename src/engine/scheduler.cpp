@@ -33,11 +33,13 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan) {
     a.tokens = seq->tokens;
     a.prompt_len = seq->prompt_len;
     a.reserve = seq->prompt_len + req.params.max_tokens;
+    a.max_blocks = blocks_.blocks_for(a.reserve + 1);
     a.params = req.params;
     a.seed = req.seed;
     a.sample_index = seq->sample_index;
     seq->in_executor = true;
     seq->sent_table_version = ~uint64_t(0);
+    seq->table.dirty_from = 0;  // the new row gets the whole table
   }
   PlanRow r;
   r.seq_id = seq->id;
@@ -51,10 +53,14 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan) {
   r.prompt_logprobs = seq->request->params.prompt_logprobs.has_value() && !seq->forked &&
                       r.start < seq->prompt_len - 1;
   if (seq->sent_table_version != seq->table.version) {
+    // Only the entries that changed since the executor's copy was last synced.
+    const auto& blocks = seq->table.blocks;
+    r.table_from = std::min<int64_t>(seq->table.dirty_from, int64_t(blocks.size()));
     r.table_offset = int64_t(plan.tables.size());
-    r.table_len = int64_t(seq->table.blocks.size());
-    plan.tables.insert(plan.tables.end(), seq->table.blocks.begin(), seq->table.blocks.end());
+    r.table_len = int64_t(blocks.size()) - r.table_from;
+    plan.tables.insert(plan.tables.end(), blocks.begin() + r.table_from, blocks.end());
     seq->sent_table_version = seq->table.version;
+    seq->table.mark_synced();
   }
   plan.num_tokens += count;
   plan.num_logit_rows += r.prompt_logprobs ? count : (r.num_samples ? 1 : 0);
@@ -161,6 +167,8 @@ void Scheduler::schedule(StepPlan& plan) {
     if (splittable) chunk = std::min(chunk, fit);
     if (chunk <= 0 || chunk > fit || (!splittable && chunk < left)) break;
     waiting_.pop_front();
+    // Room for every block it may reach, so its decodes never reallocate the table.
+    seq->table.blocks.reserve(size_t(blocks_.blocks_for(seq->prompt_len + seq->request->params.max_tokens + 1)));
     blocks_.admit(seq->table, 0);
     reserved_slots_ += need_slots - 1;
     seq->status = SeqStatus::kRunning;
@@ -298,6 +306,7 @@ const std::vector<Sequence*>& Scheduler::update(const StepResult& result) {
         child->planned_in_step = seq->planned_in_step;
         child->out.index = i;
         child->out.token_ids.reserve(size_t(req->params.max_tokens));
+        child->table.blocks.reserve(size_t(blocks_.blocks_for(seq->prompt_len + req->params.max_tokens + 1)));
         blocks_.fork(seq->table, child->table, seq->prompt_len);
         state_copies_.push_back({child->id, child->epoch, seq->table.state_slot, child->table.state_slot});
         running_.push_back(child.get());

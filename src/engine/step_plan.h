@@ -22,6 +22,7 @@ struct RowAdd {
   std::vector<int32_t> tokens;  // the history known so far: prompt, then outputs
   int64_t prompt_len = 0;
   int64_t reserve = 0;          // tokens the row may reach (prompt + max_tokens)
+  int64_t max_blocks = 0;       // blocks its table may reach
   SamplingParams params;        // a copy: the request may be gone while a step still runs
   uint64_t seed = 0;
   int sample_index = 0;         // RNG stream of a forked sample
@@ -37,7 +38,8 @@ struct PlanRow {
                           // engine has seen it)
   int num_samples = 0;    // tokens to sample from the last row: 0 (mid-prompt), 1, or n (fork)
   bool prompt_logprobs = false;  // logits of every row, for prompt logprobs
-  int64_t table_offset = -1;     // >= 0: the row's block table changed; the new one is
+  int64_t table_offset = -1;     // >= 0: the row's block table changed from entry
+  int64_t table_from = 0;        //   table_from on; its entries from there are
   int64_t table_len = 0;         //   plan.tables[table_offset, table_offset + table_len)
 };
 

@@ -97,6 +97,7 @@ void DenseDecoder::reserve(int64_t max_tokens, int64_t max_logits) {
   GANNET_CHECK(max_tokens > 0 && max_logits > 0);
   max_tokens_ = max_tokens;
   max_logits_ = max_logits;
+  kernels::attention_reserve_context(rope_.max_positions());
   const size_t n = size_t(max_tokens);
   const int64_t hd = cfg_.head_dim;
   x_.assign(n * size_t(cfg_.hidden_size), 0.0f);                     // [n, hidden]

@@ -12,8 +12,12 @@ namespace gannet::tokenizer {
 
 class IncrementalDetokenizer {
  public:
-  explicit IncrementalDetokenizer(Tokenizer tokenizer, bool skip_special_tokens = false)
-      : tokenizer_(std::move(tokenizer)), skip_special_tokens_(skip_special_tokens) {}
+  // reserve_bytes: room held back for an incomplete character plus one token's bytes, so
+  // pushing never allocates (the longest token's length is enough).
+  explicit IncrementalDetokenizer(Tokenizer tokenizer, bool skip_special_tokens = false, size_t reserve_bytes = 0)
+      : tokenizer_(std::move(tokenizer)), skip_special_tokens_(skip_special_tokens) {
+    pending_.reserve(reserve_bytes + 4);
+  }
 
   // The text completed by `id` (often empty mid-character). Throws gannet::Error for an id
   // outside the vocabulary.

@@ -1,6 +1,7 @@
 // attention.h: the scalar reference, the split over (token, head) pairs, and kv_store.
 #include "kernels/cpu/attention.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -13,6 +14,11 @@
 #include "kernels/cpu/exp.h"
 
 namespace gannet::kernels {
+
+namespace {
+std::atomic<int64_t> g_max_context{0};  // attention_reserve_context
+}  // namespace
+
 
 namespace ref {
 
@@ -56,6 +62,7 @@ void attention_isa(Isa isa, const float* q, int64_t n_tokens, int n_heads, int n
   const int threads = pool ? pool->size() : 1;
   const int per_unit = n_tokens * n_kv_heads >= 2 * threads ? group : 1;
   const int n_units_per_token = n_heads / per_unit;
+  const int64_t hint = g_max_context.load(std::memory_order_relaxed);
   auto run = [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores;  // [per_unit, ld], grows only
     for (int64_t u = begin; u < end; ++u) {
@@ -64,7 +71,8 @@ void attention_isa(Isa isa, const float* q, int64_t n_tokens, int n_heads, int n
       const int64_t n_ctx = int64_t(token_pos[t]) + 1;
       GANNET_CHECK(n_ctx >= 1, "token ", t, " has position ", token_pos[t]);
       const int64_t ld = (n_ctx + 15) / 16 * 16 + 16;
-      if (int64_t(scores.size()) < per_unit * ld) scores.resize(per_unit * ld);
+      if (int64_t(scores.size()) < per_unit * ld)
+        scores.resize(size_t(std::max(per_unit * ld, int64_t(group) * ((hint + 15) / 16 * 16 + 16))));
       const int64_t row = (t * n_heads + h0) * int64_t(head_dim);
       heads(q + row, per_unit, head_dim, scale, n_ctx, seqs[token_seq[t]].block_table, kv,
             h0 / group, scores.data(), ld, out + row);
@@ -73,6 +81,12 @@ void attention_isa(Isa isa, const float* q, int64_t n_tokens, int n_heads, int n
   const int64_t units = n_tokens * n_units_per_token;
   if (threads == 1) run(0, units);
   else pool->parallel_for(units, [&](int64_t b, int64_t e, int) { run(b, e); });
+}
+
+void attention_reserve_context(int64_t max_context) {
+  int64_t cur = g_max_context.load();
+  while (max_context > cur && !g_max_context.compare_exchange_weak(cur, max_context)) {
+  }
 }
 
 void attention(const float* q, int64_t n_tokens, int n_heads, int n_kv_heads, int head_dim,

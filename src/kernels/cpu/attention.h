@@ -50,6 +50,10 @@ struct AttentionSeq {
 // q, out: [n_tokens, n_heads, head_dim]; token_seq, token_pos: [n_tokens]; query head h
 // reads kv head h / (n_heads / n_kv_heads). Work is split over (token, head) pairs; pool may
 // be nullptr.
+// The longest context attention will see (the model's positions): each thread's score
+// scratch is sized for it on first use, so later steps never allocate as contexts grow.
+void attention_reserve_context(int64_t max_context);
+
 void attention(const float* q, int64_t n_tokens, int n_heads, int n_kv_heads, int head_dim,
                float scale, const int32_t* token_seq, const int32_t* token_pos,
                const AttentionSeq* seqs, const KvCacheLayer& kv, float* out, ThreadPool* pool);
