@@ -60,6 +60,7 @@ EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t ma
   a.max_num_batched_tokens = std::max<int64_t>(2048, max_batched);
   a.max_model_len = max_tokens_per_seq + 1;
   a.kv_cache_memory = o.kv_cache_memory;
+  a.async_scheduling = o.async_scheduling;
   if (a.kv_cache_memory == 0) {
     const io::ModelConfig cfg = io::load_model_config(o.model);
     const uint64_t tokens = uint64_t(max_seqs) * uint64_t(max_tokens_per_seq + 2 * a.block_size);
@@ -86,11 +87,13 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
   rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
   rep.meta["input_len"] = o.input_len;
   rep.meta["output_len"] = o.output_len;
+  rep.meta["async_scheduling"] = o.async_scheduling;
   rep.columns = {{"batch_size", "batch", 0},         {"step_ms_p50", "step ms p50", 2},
                  {"step_ms_p90", "step ms p90", 2},  {"tokens_per_s", "tok/s", 1},
                  {"tokens_per_s_per_user", "tok/s/user", 2}, {"gb_per_s", "GB/s", 1},
                  {"read_gb_per_s", "read GB/s", 1},
-                 {"pct_bandwidth", "% bw", 1},       {"gflop_per_s", "GFLOP/s", 1}};
+                 {"pct_bandwidth", "% bw", 1},       {"gflop_per_s", "GFLOP/s", 1},
+                 {"exposed_host_ms", "host ms", 3}};
   // The machine is shared and its bandwidth drifts: each row is compared with read
   // bandwidth measured right before and right after it, in this run.
   const int threads = rep.meta["threads"].get<int>();
@@ -113,23 +116,26 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
     while (int64_t(started.size()) < b && eng.has_unfinished())
       for (const RequestOutput& out : eng.step())
         if (!out.outputs.empty() && !out.outputs[0].token_ids.empty()) started[out.request_id] = true;
-    std::vector<double> step_s;
+    std::vector<double> step_s, exec_s;
     while (eng.has_unfinished()) {
       auto t0 = std::chrono::steady_clock::now();
+      const double e0 = eng.executor_seconds();
       eng.step();
       step_s.push_back(seconds(t0, std::chrono::steady_clock::now()));
+      exec_s.push_back(eng.executor_seconds() - e0);
       bar.update(uint64_t(++done_steps), uint64_t(total_steps), "batch " + std::to_string(b));
     }
     const double bw = 0.5 * (bw_before + bandwidth());
     // Steady-state window: drop warm-up and tail steps.
     const size_t n = step_s.size();
     const size_t cut = std::min(n / 3, size_t(std::ceil(double(n) * o.trim)));
-    double secs = 0, bytes = 0, flops = 0;
+    double secs = 0, bytes = 0, flops = 0, exec = 0;
     std::vector<double> window;
     for (size_t k = cut; k < n - cut; ++k) {
       // Decode step k computes position input_len + k for every sequence.
       const engine::StepCost c = est.decode_step(b, o.input_len + int64_t(k));
       secs += step_s[k];
+      exec += exec_s[k];
       bytes += c.total_bytes();
       flops += c.flops;
       window.push_back(step_s[k]);
@@ -146,6 +152,10 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
     row["pct_bandwidth"] = 100.0 * bytes / secs / 1e9 / bw;
     row["gflop_per_s"] = flops / secs / 1e9;
     row["pct_compute_peak"] = 100.0 * flops / secs / 1e9 / compute_peak(roofline, elem);
+    // Host time per step the executor did not overlap: the wall time of the window minus
+    // the executor's own time (steps are back to back, so the rest is scheduling,
+    // sampling bookkeeping and output processing it waited for).
+    row["exposed_host_ms"] = std::max(0.0, secs - exec) / double(window.size()) * 1e3;
     rep.rows.push_back(row);
   }
   bar.finish();
@@ -202,8 +212,18 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   const bool synthetic = o.dataset.empty();
   if (synthetic && (o.num_prompts < 1 || o.input_len < 1 || o.output_len < 1))
     fail("throughput bench needs --num-prompts, --input-len and --output-len >= 1");
-  int64_t longest = o.input_len + o.output_len;
   const int64_t n = synthetic ? o.num_prompts : int64_t(o.dataset.size());
+  if (synthetic && ((o.input_len_max && o.input_len_max < o.input_len) ||
+                    (o.output_len_max && o.output_len_max < o.output_len)))
+    fail("--input-len-max / --output-len-max must be at least --input-len / --output-len");
+  const int64_t in_max = std::max(o.input_len, o.input_len_max), out_max = std::max(o.output_len, o.output_len_max);
+  // Request i's lengths, spread evenly over the ranges in a fixed shuffled order.
+  auto spread = [&](int64_t lo, int64_t hi, int64_t i, uint64_t salt) {
+    if (hi <= lo || n <= 1) return lo;
+    const int64_t k = int64_t((uint64_t(i) * 0x9E3779B97F4A7C15ull + salt) % uint64_t(n));
+    return lo + (hi - lo) * k / (n - 1);
+  };
+  int64_t longest = in_max + out_max;
   engine::Engine eng([&] {
     EngineArgs a = engine_args(o, std::min<int64_t>(n, 256), synthetic ? longest : 0, 2048);
     if (!synthetic) a.max_model_len = 0;  // the dataset decides; the model's context applies
@@ -217,8 +237,9 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
       SamplingParams p;
       p.temperature = 0;
       p.ignore_eos = true;
-      p.max_tokens = o.output_len;
-      eng.add_request("t" + std::to_string(i), synthetic_prompt(o.input_len, i, eng.model().config().vocab_size), p);
+      p.max_tokens = spread(o.output_len, out_max, i, 7);
+      eng.add_request("t" + std::to_string(i),
+                      synthetic_prompt(spread(o.input_len, in_max, i, 3), i, eng.model().config().vocab_size), p);
     } else {
       eng.add_request("t" + std::to_string(i), o.dataset[size_t(i)].first, o.dataset[size_t(i)].second);
     }
@@ -248,16 +269,20 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   Report rep;
   rep.bench = "throughput";
   rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
+  rep.meta["async_scheduling"] = o.async_scheduling;
   rep.columns = {{"requests", "requests", 0},          {"requests_per_s", "req/s", 2},
                  {"output_tokens_per_s", "out tok/s", 1}, {"total_tokens_per_s", "total tok/s", 1},
                  {"ttft_ms_p50", "TTFT p50 ms", 1},     {"ttft_ms_p90", "TTFT p90 ms", 1},
-                 {"tpot_ms_p50", "TPOT p50 ms", 2},     {"tpot_ms_p90", "TPOT p90 ms", 2}};
+                 {"tpot_ms_p50", "TPOT p50 ms", 2},     {"tpot_ms_p90", "TPOT p90 ms", 2},
+                 {"exposed_host_ms_per_step", "host ms/step", 3}};
   ordered_json row;
   row["requests"] = n;
   row["seconds"] = secs;
   row["prompt_tokens"] = prompt_tokens;
   row["output_tokens"] = output_tokens;
   row["requests_per_s"] = double(n) / secs;
+  row["steps"] = eng.num_steps();
+  row["exposed_host_ms_per_step"] = std::max(0.0, secs - eng.executor_seconds()) / double(std::max<int64_t>(1, eng.num_steps())) * 1e3;
   row["output_tokens_per_s"] = double(output_tokens) / secs;
   row["total_tokens_per_s"] = double(prompt_tokens + output_tokens) / secs;
   for (auto [name, v] : {std::pair{"ttft", &ttft}, std::pair{"tpot", &tpot}, std::pair{"e2e", &e2e}})

@@ -19,6 +19,7 @@ struct EngineBenchOptions {
   int threads = 0;               // 0: all cores
   uint64_t kv_cache_memory = 0;  // 0: sized from the bench's own needs
   bool quiet_progress = false;
+  bool async_scheduling = true;  // EngineArgs::async_scheduling
 };
 
 struct DecodeOptions : EngineBenchOptions {
@@ -37,6 +38,10 @@ struct ThroughputOptions : EngineBenchOptions {
   int64_t num_prompts = 64;
   int64_t input_len = 128;
   int64_t output_len = 64;
+  // When above input_len / output_len: request i gets lengths spread evenly over
+  // [input_len, input_len_max] and [output_len, output_len_max] (a fixed permutation).
+  int64_t input_len_max = 0;
+  int64_t output_len_max = 0;
   // When not empty: the requests (text prompt, params) instead of synthetic ones.
   std::vector<std::pair<std::string, SamplingParams>> dataset;
 };

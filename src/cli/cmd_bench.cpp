@@ -24,9 +24,11 @@ const char* kUsage =
     "  decode --model DIR [--batch-sizes 1,2,4,8,16,32,64] [--input-len 128] [--output-len 32]\n"
     "  prefill --model DIR [--lengths 128,512,2048] [--repeats 3]\n"
     "  throughput --model DIR [--num-prompts 64] [--input-len 128] [--output-len 64] [--dataset FILE.jsonl]\n"
+    "             [--input-len-max N] [--output-len-max N]   (lengths spread over [len, max])\n"
     "\n"
     "common flags:\n"
-    "  --threads N            threads (default: all cores)\n"
+    "  --threads N            threads (default: the usable CPUs)\n"
+    "  --async-scheduling on|off  plan step N+1 while step N runs (default on)\n"
     "  --json FILE            write the result as JSON\n"
     "  --csv FILE             write the rows as CSV\n"
     "  --kv-cache-memory SIZE KV budget (default: what the bench needs)\n"
@@ -68,7 +70,7 @@ int cmd_bench(const Args& args) {
   const Args rest(args.begin() + 1, args.end());
   Flags f(rest,
           {"model", "threads", "json", "csv", "batch-sizes", "input-len", "output-len", "lengths", "repeats",
-           "num-prompts", "dataset", "kv-cache-memory"},
+           "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "input-len-max", "output-len-max"},
           {"remeasure", "help"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
@@ -87,6 +89,13 @@ int cmd_bench(const Args& args) {
   auto common = [&](bench::EngineBenchOptions& o) {
     o.model = f.require("model");
     o.threads = threads;
+    if (auto a = f.get("async-scheduling")) {
+      try {
+        o.async_scheduling = parse_on_off("--async-scheduling", *a);
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
+    }
     if (auto m = f.get("kv-cache-memory")) {
       try {
         o.kv_cache_memory = parse_memory_size(*m);
@@ -133,6 +142,8 @@ int cmd_bench(const Args& args) {
     o.num_prompts = f.get_int("num-prompts", o.num_prompts);
     o.input_len = f.get_int("input-len", o.input_len);
     o.output_len = f.get_int("output-len", o.output_len);
+    o.input_len_max = f.get_int("input-len-max", 0);
+    o.output_len_max = f.get_int("output-len-max", 0);
     if (auto d = f.get("dataset")) {
       std::ifstream in(*d);
       if (!in) throw Error(*d + ": cannot open");
