@@ -244,3 +244,21 @@ def test_info_reports_usable_cpus(gannet, tiny_models):
     one = subprocess.run(["taskset", "-c", "0", gannet_bin(), "info", "--model", str(tiny_models["llama"]), "--json"],
                          capture_output=True, text=True, check=True)
     assert json.loads(one.stdout)["usable_cpus"] == 1
+
+
+def test_async_scheduling_flag_and_env(gannet, tiny_models, tmp_path):
+    f = tmp_path / "p.jsonl"
+    f.write_text("\n".join(json.dumps({"prompt": f"prompt number {i}", "max_tokens": 6, "temperature": 0.8,
+                                       "seed": i, "n": 1 + i % 2}) for i in range(6)) + "\n")
+    base = ["generate", "--model", str(tiny_models["qwen3"]), "--prompts", str(f), "--json"]
+    on = gannet([*base, "--async-scheduling", "on"]).stdout
+    off = gannet([*base, "--async-scheduling", "off"]).stdout
+    assert on == off and len(on.splitlines()) == 6
+    p = gannet([*base, "--async-scheduling", "maybe"], check=False)
+    assert p.returncode == 2 and "--async-scheduling must be on or off" in p.stderr
+    env_off = subprocess.run([gannet_bin(), *base], capture_output=True, text=True,
+                             env={**os.environ, "GANNET_ASYNC_SCHEDULING": "off"})
+    assert env_off.returncode == 0 and env_off.stdout == on
+    bad = subprocess.run([gannet_bin(), *base], capture_output=True, text=True,
+                         env={**os.environ, "GANNET_ASYNC_SCHEDULING": "sometimes"})
+    assert bad.returncode != 0 and "GANNET_ASYNC_SCHEDULING must be on or off" in bad.stderr
