@@ -155,6 +155,8 @@ RopeConfig parse_rope_config(const json& j, int64_t head_dim, int64_t max_pos, c
   for (const json* o : {d})
     if (o) prf = get_number(*o, "partial_rotary_factor", file, where);
   if (!prf) prf = get_number(j, "partial_rotary_factor", file);
+  if (prf && !(*prf > 0 && *prf <= 1))
+    fail(file, ": 'partial_rotary_factor' = ", *prf, " must lie in (0, 1]");
   if (prf && int64_t(double(head_dim) * *prf) != head_dim)
     fail(file, ": 'partial_rotary_factor' = ", *prf, " would rotate ", int64_t(double(head_dim) * *prf), " of ",
          head_dim, " channels; partial rotary is not supported for this architecture");

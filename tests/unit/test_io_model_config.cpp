@@ -127,6 +127,7 @@ TEST(ModelConfigRope, RefusesWhatItCannotHonour) {
   EXPECT_ERROR_HAS(R"(,"rope_parameters":{"rope_type":"default","partial_rotary_factor":0.25})", L,
                    "partial_rotary_factor");
   EXPECT_ERROR_HAS(R"(,"rope_theta":"big")", L, "rope_theta");
+  EXPECT_ERROR_HAS(R"(,"partial_rotary_factor":1e300)", L, "partial_rotary_factor", "(0, 1]");
   EXPECT_EQ(parse(R"(,"partial_rotary_factor":1.0)").head_dim, 16);  // the whole head: fine
   // Agreeing spellings are accepted.
   EXPECT_EQ(parse(R"(,"rope_theta":500000.0,"rope_parameters":{"rope_type":"default","rope_theta":500000.0})")
