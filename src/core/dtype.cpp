@@ -74,6 +74,47 @@ float fp8_e4m3_to_f32(uint8_t v) {
   return neg ? -r : r;
 }
 
+float fp4_e2m1_to_f32(uint8_t v) {
+  static constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float m = kMag[v & 7];
+  return (v & 8) ? -m : m;
+}
+
+uint8_t f32_to_fp8_e4m3(float f) {
+  const uint32_t u = f32_to_bits(f);
+  const uint8_t sign = uint8_t((u >> 24) & 0x80);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return sign | 0x7f;  // NaN and infinities
+  const float mag = bits_to_f32(a);
+  if (mag < 0.015625f) {
+    // Below the smallest normal (2^-6): multiples of 2^-9, the scaling is exact and
+    // nearbyint rounds ties to even. 8 * 2^-9 is the smallest normal, code 0x08.
+    return sign | uint8_t(std::nearbyint(mag * 512.0f));
+  }
+  const int e = int(a >> 23) - 127;  // >= -6 here
+  if (e > 8) return sign | 0x7f;
+  uint32_t code = (uint32_t(e + 7) << 3) | ((a >> 20) & 7);
+  const uint32_t rest = a & 0xfffffu, half = 0x80000u;
+  if (rest > half || (rest == half && (code & 1))) ++code;  // may carry into the exponent
+  if (code > 0x7e) return sign | 0x7f;                        // past 448
+  return sign | uint8_t(code);
+}
+
+uint8_t f32_to_fp4_e2m1(float f) {
+  const uint32_t u = f32_to_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0;
+  const uint8_t sign = uint8_t((u >> 28) & 8);
+  const float mag = std::fabs(f);
+  if (mag >= 6.0f) return sign | 7;  // saturate (infinities too)
+  // Nearest of the eight magnitudes; a tie goes to the even code.
+  uint8_t best = 0;
+  for (uint8_t c = 1; c < 8; ++c) {
+    const float d = std::fabs(mag - fp4_e2m1_to_f32(c)), db = std::fabs(mag - fp4_e2m1_to_f32(best));
+    if (d < db || (d == db && (c & 1) == 0)) best = c;
+  }
+  return sign | best;
+}
+
 float e8m0_to_f32(uint8_t v) {
   if (v == 0xff) return std::numeric_limits<float>::quiet_NaN();
   return std::ldexp(1.0f, int(v) - 127);

@@ -45,5 +45,14 @@ uint16_t f32_to_f16(float f);  // round to nearest even, overflow to inf
 float fp8_e4m3_to_f32(uint8_t v);
 // OCP E8M0 scale: 2^(v-127); 0xff is NaN.
 float e8m0_to_f32(uint8_t v);
+// OCP FP4 E2M1 ("fn"): the low 4 bits of v; values ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
+float fp4_e2m1_to_f32(uint8_t v);
+
+// Rounding to the small formats, as ml_dtypes casts (tests/golden/dtype-tables.json):
+// round to nearest, ties to even. E4M3 has no infinity: infinities, NaN and anything that
+// rounds past 448 become NaN (0x7f, sign kept). E2M1 saturates at ±6 and has no NaN
+// (NaN gives +0; quantizers never feed it one).
+uint8_t f32_to_fp8_e4m3(float f);
+uint8_t f32_to_fp4_e2m1(float f);  // code in the low 4 bits
 
 }  // namespace gannet
