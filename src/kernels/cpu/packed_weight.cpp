@@ -1,0 +1,95 @@
+#include "kernels/cpu/packed_weight.h"
+
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/canonical.h"
+
+namespace gannet::kernels {
+
+const char* weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kF32: return "f32";
+    case WeightFormat::kBF16: return "bf16";
+    case WeightFormat::kF16: return "f16";
+    case WeightFormat::kFp8Block: return "fp8-block";
+    case WeightFormat::kMxfp4: return "mxfp4";
+    case WeightFormat::kInt8Row: return "int8-row";
+  }
+  return "?";
+}
+
+uint64_t PackedWeight::data_bytes() const {
+  const uint64_t elems = uint64_t(n) * uint64_t(k);
+  switch (format) {
+    case WeightFormat::kF32: return elems * 4;
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16: return elems * 2;
+    case WeightFormat::kFp8Block:
+    case WeightFormat::kInt8Row: return elems;
+    case WeightFormat::kMxfp4: return uint64_t(n) * uint64_t((k + 1) / 2);
+  }
+  return 0;
+}
+
+uint64_t PackedWeight::scale_bytes() const {
+  if (!scales) return 0;
+  return uint64_t(scale_rows()) * uint64_t(scale_cols()) * dtype_size(scale_dtype);
+}
+
+float PackedWeight::scale_at(int64_t row, int64_t col) const {
+  if (!scales) return 1.0f;
+  const int64_t i = (row / block_n) * scale_cols() + col / block_k;
+  if (scale_dtype == DType::F8_E8M0) return e8m0_to_f32(static_cast<const uint8_t*>(scales)[i]);
+  return static_cast<const float*>(scales)[i];
+}
+
+void PackedWeight::dequant_row(int64_t r, float* out) const {
+  GANNET_CHECK(r >= 0 && r < n, "row ", r, " of ", n);
+  switch (format) {
+    case WeightFormat::kF32: {
+      const float* w = static_cast<const float*>(data) + r * k;
+      for (int64_t c = 0; c < k; ++c) out[c] = w[c];
+      return;
+    }
+    case WeightFormat::kBF16: {
+      const uint16_t* w = static_cast<const uint16_t*>(data) + r * k;
+      for (int64_t c = 0; c < k; ++c) out[c] = bf16_to_f32(w[c]);
+      return;
+    }
+    case WeightFormat::kF16: {
+      const uint16_t* w = static_cast<const uint16_t*>(data) + r * k;
+      for (int64_t c = 0; c < k; ++c) out[c] = f16_to_f32(w[c]);
+      return;
+    }
+    case WeightFormat::kFp8Block: {
+      const uint8_t* w = static_cast<const uint8_t*>(data) + r * k;
+      for (int64_t c = 0; c < k; ++c) out[c] = fp8_e4m3_to_f32(w[c]) * scale_at(r, c);
+      return;
+    }
+    case WeightFormat::kMxfp4: {
+      const uint8_t* w = static_cast<const uint8_t*>(data) + r * ((k + 1) / 2);
+      for (int64_t c = 0; c < k; ++c) {
+        const uint8_t byte = w[c / 2];
+        out[c] = fp4_e2m1_to_f32(c % 2 ? uint8_t(byte >> 4) : uint8_t(byte & 0xf)) * scale_at(r, c);
+      }
+      return;
+    }
+    case WeightFormat::kInt8Row: {
+      const int8_t* w = static_cast<const int8_t*>(data) + r * k;
+      const float s = scale_at(r, 0);
+      for (int64_t c = 0; c < k; ++c) out[c] = float(w[c]) * s;
+      return;
+    }
+  }
+}
+
+void matmul_packed_ref(const float* x, int64_t m, const PackedWeight& w, float* y) {
+  std::vector<float> row(size_t(w.k));
+  for (int64_t j = 0; j < w.n; ++j) {
+    w.dequant_row(j, row.data());
+    for (int64_t i = 0; i < m; ++i) y[i * w.n + j] = dot_f32_ref(x + i * w.k, row.data(), w.k);
+  }
+}
+
+}  // namespace gannet::kernels

@@ -1,0 +1,51 @@
+// A linear weight w[n, k] in any storage format, used in place (zero-copy) from the
+// memory map, with its block scales:
+//   kF32, kBF16, kF16  plain elements, no scales
+//   kFp8Block          FP8 E4M3 codes [n, k]; one scale per block_n x block_k tile,
+//                      scales [ceil(n/block_n), ceil(k/block_k)] as E8M0 (V4.1: 32x32) or
+//                      f32 (DeepSeek-V3 / Qwen3-FP8 weight_scale_inv: 128x128)
+//   kMxfp4             FP4 E2M1 codes, two per byte, low nibble first, rows of k/2 bytes;
+//                      one E8M0 scale per 32 along k: scales [n, ceil(k/32)]
+//   kInt8Row           int8 [n, k]; one f32 scale per output row: scales [n]
+//
+// The canonical product (the specification every kernel variant reproduces bit for bit):
+// a weight element's value is its decoded code times its block's scale, rounded once to
+// f32 (exact for power-of-two scales); y[i, j] is the canonical f32 dot (canonical.h) of
+// x row i with that dequantized w row j. So an output depends only on its own row of x
+// and of w: not on the batch, the thread count or the ISA.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace gannet::kernels {
+
+enum class WeightFormat : uint8_t { kF32, kBF16, kF16, kFp8Block, kMxfp4, kInt8Row };
+
+const char* weight_format_name(WeightFormat f);
+
+struct PackedWeight {
+  WeightFormat format = WeightFormat::kF32;
+  int64_t n = 0, k = 0;             // rows (outputs) and columns (inputs)
+  const void* data = nullptr;       // see the table above
+  const void* scales = nullptr;     // nullptr for the plain formats
+  DType scale_dtype = DType::F32;   // F8_E8M0 or F32
+  int64_t block_n = 1, block_k = 1; // scale tile; kInt8Row: 1 x k, kMxfp4: 1 x 32
+
+  int64_t scale_rows() const { return (n + block_n - 1) / block_n; }
+  int64_t scale_cols() const { return (k + block_k - 1) / block_k; }
+  uint64_t data_bytes() const;   // exact, 4-bit formats included
+  uint64_t scale_bytes() const;
+  uint64_t bytes() const { return data_bytes() + scale_bytes(); }
+  // The scale of element (row, col); 1 for the plain formats.
+  float scale_at(int64_t row, int64_t col) const;
+  // Row r dequantized: out[c] = decode(w[r, c]) * scale_at(r, c), rounded to f32.
+  void dequant_row(int64_t r, float* out) const;  // out: [k]
+};
+
+// y[m, n] = x[m, k] · dequant(w)ᵀ in the canonical order above (the scalar reference).
+void matmul_packed_ref(const float* x, int64_t m, const PackedWeight& w, float* y);
+
+}  // namespace gannet::kernels
