@@ -1,0 +1,73 @@
+// Packed-weight matmul micro-benchmarks: decode GEMV bytes/s (weights plus scales, the
+// bytes a decode step really reads; compare BM_ReadBandwidth) and prefill GEMM FLOP/s,
+// per format. Weights rotate over copies larger than the last-level cache.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/packed_matmul.h"
+
+namespace {
+
+using gannet::kernels::PackedWeight;
+using gannet::kernels::WeightFormat;
+
+constexpr int64_t kRotateBytes = int64_t(256) << 20;
+
+// Args: format, n, k, m, threads.
+void BM_PackedMatmul(benchmark::State& state) {
+  const auto f = WeightFormat(state.range(0));
+  const int64_t n = state.range(1), k = state.range(2), m = state.range(3);
+  const int threads = int(state.range(4));
+  PackedWeight w;
+  w.format = f;
+  w.n = n;
+  w.k = k;
+  if (f == WeightFormat::kFp8Block) w.block_n = w.block_k = 128, w.scale_dtype = gannet::DType::F32;
+  if (f == WeightFormat::kMxfp4) w.block_n = 1, w.block_k = 32, w.scale_dtype = gannet::DType::F8_E8M0;
+  if (f == WeightFormat::kInt8Row) w.block_n = 1, w.block_k = k, w.scale_dtype = gannet::DType::F32;
+  const bool scaled = f == WeightFormat::kFp8Block || f == WeightFormat::kMxfp4 || f == WeightFormat::kInt8Row;
+  std::vector<float> scale_f32(size_t(w.scale_rows() * w.scale_cols()), 0.01f);
+  std::vector<uint8_t> scale_e8m0(scale_f32.size(), 120);
+  if (scaled) w.scales = w.scale_dtype == gannet::DType::F32 ? static_cast<const void*>(scale_f32.data()) : scale_e8m0.data();
+  const int64_t bytes = int64_t(w.data_bytes());
+  const int64_t copies = m == 1 ? std::max<int64_t>(1, kRotateBytes / bytes) : 1;
+  std::vector<uint8_t> data(size_t(copies * bytes));
+  std::mt19937 rng(1);
+  for (auto& b : data) b = uint8_t(rng() & 0x77);  // finite codes in every small format
+  // Plain formats get normal numbers (denormals would time the microcode, not the kernel).
+  if (f == WeightFormat::kF32)
+    for (size_t i = 0; i + 4 <= data.size(); i += 4) {
+      const float v = 0.5f + float(i % 97) / 97.0f;
+      std::memcpy(&data[i], &v, 4);
+    }
+  if (f == WeightFormat::kBF16 || f == WeightFormat::kF16)
+    for (size_t i = 0; i + 2 <= data.size(); i += 2) data[i + 1] = f == WeightFormat::kBF16 ? 0x3f : 0x3c;
+  std::vector<float> x(size_t(m * k), 0.5f), y(size_t(m * n));
+  gannet::ThreadPool pool(threads);
+  int64_t c = 0;
+  for (auto _ : state) {
+    w.data = data.data() + (c++ % copies) * bytes;
+    gannet::kernels::matmul_packed(x.data(), m, w, y.data(), &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * int64_t(w.bytes()));
+  state.counters["FLOP"] =
+      benchmark::Counter(double(2 * m * n * k) * double(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(gannet::kernels::weight_format_name(f));
+}
+
+void args(benchmark::internal::Benchmark* b) {
+  for (int f = 0; f <= int(WeightFormat::kInt8Row); ++f) {
+    b->Args({f, 2048, 2048, 1, 2});
+    b->Args({f, 2048, 2048, 64, 2});
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_PackedMatmul)->Apply(args)->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -1,0 +1,22 @@
+// y[m, n] = x[m, k] · dequant(w)ᵀ for a packed weight (packed_weight.h), in its canonical
+// order: every output is the canonical f32 dot of its x row with the dequantized w row, so
+// it depends on neither the batch, the thread count nor the ISA. The AVX-512 variant
+// decodes in registers; on AVX2 machines the scalar reference runs for now.
+#pragma once
+
+#include <cstdint>
+
+#include "core/cpu_features.h"
+#include "kernels/cpu/packed_weight.h"
+
+namespace gannet {
+class ThreadPool;
+}
+
+namespace gannet::kernels {
+
+// x: [m, w.k], y: [m, w.n]; pool may be nullptr.
+void matmul_packed(const float* x, int64_t m, const PackedWeight& w, float* y, ThreadPool* pool);
+void matmul_packed_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w, float* y, ThreadPool* pool);
+
+}  // namespace gannet::kernels
