@@ -1,5 +1,6 @@
 #include "kernels/cpu/packed_weight.h"
 
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -41,25 +42,27 @@ float PackedWeight::scale_at(int64_t row, int64_t col) const {
   if (!scales) return 1.0f;
   const int64_t i = (row / block_n) * scale_cols() + col / block_k;
   if (scale_dtype == DType::F8_E8M0) return e8m0_to_f32(static_cast<const uint8_t*>(scales)[i]);
-  return static_cast<const float*>(scales)[i];
+  // Tensors in a safetensors file need not be aligned: read through memcpy.
+  float v;
+  std::memcpy(&v, static_cast<const uint8_t*>(scales) + i * 4, 4);
+  return v;
 }
 
 void PackedWeight::dequant_row(int64_t r, float* out) const {
   GANNET_CHECK(r >= 0 && r < n, "row ", r, " of ", n);
   switch (format) {
-    case WeightFormat::kF32: {
-      const float* w = static_cast<const float*>(data) + r * k;
-      for (int64_t c = 0; c < k; ++c) out[c] = w[c];
+    // Plain elements are read through memcpy: a mapped tensor need not be aligned.
+    case WeightFormat::kF32:
+      std::memcpy(out, static_cast<const uint8_t*>(data) + r * k * 4, size_t(k) * 4);
       return;
-    }
-    case WeightFormat::kBF16: {
-      const uint16_t* w = static_cast<const uint16_t*>(data) + r * k;
-      for (int64_t c = 0; c < k; ++c) out[c] = bf16_to_f32(w[c]);
-      return;
-    }
+    case WeightFormat::kBF16:
     case WeightFormat::kF16: {
-      const uint16_t* w = static_cast<const uint16_t*>(data) + r * k;
-      for (int64_t c = 0; c < k; ++c) out[c] = f16_to_f32(w[c]);
+      const uint8_t* w = static_cast<const uint8_t*>(data) + r * k * 2;
+      for (int64_t c = 0; c < k; ++c) {
+        uint16_t h;
+        std::memcpy(&h, w + c * 2, 2);
+        out[c] = format == WeightFormat::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
+      }
       return;
     }
     case WeightFormat::kFp8Block: {
