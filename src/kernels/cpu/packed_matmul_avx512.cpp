@@ -74,42 +74,58 @@ constexpr bool scaled(WeightFormat f) {
   return f == WeightFormat::kFp8Block || f == WeightFormat::kMxfp4 || f == WeightFormat::kInt8Row;
 }
 
-// y[i, j] for x rows [MR] and one w row r.
-template <WeightFormat F, int MR>
-void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r, float* y, int64_t ldy) {
-  __m512 acc[MR];
-  GANNET_UNROLL for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+// y[i, j] for x rows [0, mr) and w rows [r0, r0 + nr), mr <= MR, nr <= NR: every output
+// keeps its own accumulator (the canonical order); several w rows side by side give the
+// decode GEMV independent FMA chains to overlap.
+template <WeightFormat F, int MR, int NR>
+void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t nr, float* y, int64_t ldy) {
+  __m512 acc[MR][NR];
+  GANNET_UNROLL for (int i = 0; i < MR; ++i)
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const int64_t k = w.k;
-  __m512 scale = _mm512_set1_ps(1.0f);
-  int64_t block_end = 0;  // the current scale holds up to here
+  __m512 scale[NR];
+  int64_t block_end = 0;  // the current scales hold up to here (block_k is shared by the rows)
+  GANNET_UNROLL for (int j = 0; j < NR; ++j) scale[j] = _mm512_set1_ps(1.0f);
   for (int64_t c = 0; c < k; c += 16) {
     const __mmask16 mk = mask16(k - c);
-    __m512 wv = decode_w<F>(w, r, c, mk);
     if constexpr (scaled(F)) {
       if (c >= block_end) {
-        scale = _mm512_set1_ps(w.scale_at(r, c));
+        GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+          if (j < nr) scale[j] = _mm512_set1_ps(w.scale_at(r0 + j, c));
+        }
         block_end = c - c % w.block_k + w.block_k;
       }
-      wv = _mm512_maskz_mul_ps(mk, wv, scale);  // lanes past k stay +0 whatever the scale
+    }
+    __m512 wv[NR];
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      wv[j] = j < nr ? decode_w<F>(w, r0 + j, c, mk) : _mm512_setzero_ps();
+      if constexpr (scaled(F)) wv[j] = _mm512_maskz_mul_ps(mk, wv[j], scale[j]);  // lanes past k stay +0
     }
     GANNET_UNROLL for (int i = 0; i < MR; ++i) {
-      if (i < mr) acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, x + i * k + c), wv, acc[i]);
+      if (i < mr) {
+        const __m512 xv = _mm512_maskz_loadu_ps(mk, x + i * k + c);
+        GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+      }
     }
   }
-  for (int i = 0; i < mr && i < MR; ++i) y[i * ldy] = tree_reduce(acc[i]);
+  for (int i = 0; i < mr && i < MR; ++i)
+    for (int j = 0; j < nr && j < NR; ++j) y[i * ldy + j] = tree_reduce(acc[i][j]);
 }
+
+constexpr int kGemvNr = 4, kGemmNr = 2;
 
 template <WeightFormat F>
 void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (m == 1) {
-    for (int64_t j = n0; j < n1; ++j) tile<F, 1>(x, 1, w, j, y + j, ldy);
+    for (int64_t j = n0; j < n1; j += kGemvNr) tile<F, 1, kGemvNr>(x, 1, w, j, std::min<int64_t>(kGemvNr, n1 - j), y + j, ldy);
     return;
   }
   for (int64_t mb = 0; mb < m; mb += kMBlock) {
     const int64_t me = std::min(m, mb + kMBlock);
-    for (int64_t j = n0; j < n1; ++j)
+    for (int64_t j = n0; j < n1; j += kGemmNr)
       for (int64_t i = mb; i < me; i += kMr)
-        tile<F, kMr>(x + i * w.k, std::min<int64_t>(kMr, me - i), w, j, y + i * ldy + j, ldy);
+        tile<F, kMr, kGemmNr>(x + i * w.k, std::min<int64_t>(kMr, me - i), w, j, std::min<int64_t>(kGemmNr, n1 - j),
+                              y + i * ldy + j, ldy);
   }
 }
 
