@@ -76,14 +76,10 @@ void BlockManager::grow(BlockTable& t, int64_t tokens, std::vector<BlockCopy>& c
       copies.push_back({last, fresh});
       drop_block(last);
       last = fresh;
-      ++t.version;
       t.dirty_from = std::min(t.dirty_from, t.num_tokens / block_size_);
     }
   }
-  if (int64_t(t.blocks.size()) < blocks_for(tokens)) {
-    ++t.version;
-    t.dirty_from = std::min(t.dirty_from, int64_t(t.blocks.size()));
-  }
+  if (int64_t(t.blocks.size()) < blocks_for(tokens)) t.dirty_from = std::min(t.dirty_from, int64_t(t.blocks.size()));
   while (int64_t(t.blocks.size()) < blocks_for(tokens)) t.blocks.push_back(take_block());
   t.num_tokens = tokens;
 }
@@ -98,14 +94,12 @@ void BlockManager::fork(const BlockTable& parent, BlockTable& child, int64_t tok
   slot_used_[size_t(child.state_slot)] = 1;
   child.blocks.assign(parent.blocks.begin(), parent.blocks.begin() + blocks_for(tokens));  // keeps capacity
   child.num_tokens = tokens;
-  ++child.version;
   child.dirty_from = 0;
   for (int32_t b : child.blocks) ++ref_[size_t(b)];
 }
 
 void BlockManager::release(BlockTable& t) {
   for (int32_t b : t.blocks) drop_block(b);
-  if (!t.blocks.empty()) ++t.version;
   t.blocks.clear();
   t.dirty_from = 0;
   t.num_tokens = 0;

@@ -17,10 +17,10 @@ struct BlockTable {
   std::vector<int32_t> blocks;
   int64_t num_tokens = 0;   // positions covered by allocation (<= blocks.size() * block_size)
   int32_t state_slot = -1;  // -1: none held
-  uint64_t version = 0;     // bumped whenever `blocks` changes, so copies can be refreshed
-  // Entries from this index on changed since the last mark_synced() (a copy holding the
-  // table up to the last sync needs only these).
+  // Entries from this index on changed since the last mark_synced(): a copy holding the
+  // table up to the last sync needs only these (none when it equals blocks.size()).
   int64_t dirty_from = 0;
+  bool changed_since_sync() const { return dirty_from < int64_t(blocks.size()); }
   void mark_synced() { dirty_from = int64_t(blocks.size()); }
 };
 

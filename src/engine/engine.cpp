@@ -247,24 +247,27 @@ void Engine::drain() {
     // send one that only removes them.
     if (!scheduler_->has_pending_removals()) return;
     StepPlan& plan = plans_[next_buffer_ % 2];
-    StepResult& result = results_[next_buffer_ % 2];
     scheduler_->schedule(plan);
     if (plan.empty()) return;
-    ++next_buffer_;
-    if (exec_thread_) {
-      exec_thread_->submit(&plan, &result);
-    } else {
-      executor_->run(plan, &result);
-      process(result);
-    }
+    launch(plan);
   }
+}
+
+void Engine::launch(const StepPlan& plan) {
+  StepResult& result = results_[next_buffer_ % 2];
+  ++next_buffer_;
+  ++steps_;
+  if (exec_thread_) return exec_thread_->submit(&plan, &result);
+  const auto t0 = std::chrono::steady_clock::now();
+  executor_->run(plan, &result);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  process(result);
 }
 
 std::span<RequestOutput> Engine::step() {
   num_out_ = 0;
   auto t0 = std::chrono::steady_clock::now();
   StepPlan& plan = plans_[next_buffer_ % 2];
-  StepResult& result = results_[next_buffer_ % 2];
   scheduler_->schedule(plan);
   const double now = now_seconds();
   for (const RowAdd& a : plan.added)
@@ -272,26 +275,11 @@ std::span<RequestOutput> Engine::step() {
       if (s->request->metrics.first_scheduled_time == 0) s->request->metrics.first_scheduled_time = now;
   sched_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const bool has_work = !plan.empty();
-  if (!exec_thread_) {
-    if (has_work) {
-      ++next_buffer_;
-      const auto t1 = std::chrono::steady_clock::now();
-      executor_->run(plan, &result);
-      result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-      process(result);
-      ++steps_;
-    }
-  } else {
-    if (has_work) {
-      exec_thread_->submit(&plan, &result);
-      ++next_buffer_;
-      ++steps_;
-    }
-    // Apply the older step while the new one runs; with nothing new to run, wait for
-    // what is in flight.
-    if (exec_thread_->in_flight() > 1 || (!has_work && exec_thread_->in_flight() == 1))
-      process(*exec_thread_->wait());
-  }
+  if (has_work) launch(plan);
+  // Asynchronous: apply the older step while the new one runs; with nothing new to run,
+  // wait for what is in flight.
+  if (exec_thread_ && (exec_thread_->in_flight() > 1 || (!has_work && exec_thread_->in_flight() == 1)))
+    process(*exec_thread_->wait());
   // Once every request is done, collect the steps still in flight (ahead-planned work of
   // finished sequences) so their blocks and rows come back before the engine idles.
   if (requests_.empty()) drain();

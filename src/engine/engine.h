@@ -80,6 +80,9 @@ class Engine {
   // Applies one step's result: tokens, stop checks, outputs into outputs_.
   void process(const StepResult& result);
   void drain();  // waits for and applies every step in flight
+  // Runs a plan (synchronous: at once, result applied) or submits it to the executor
+  // thread; uses the next plan/result buffer pair.
+  void launch(const StepPlan& plan);
   RequestOutput& next_output();
 
   EngineArgs args_;

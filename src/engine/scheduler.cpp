@@ -38,7 +38,6 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan) {
     a.seed = req.seed;
     a.sample_index = seq->sample_index;
     seq->in_executor = true;
-    seq->sent_table_version = ~uint64_t(0);
     seq->table.dirty_from = 0;  // the new row gets the whole table
   }
   PlanRow r;
@@ -52,14 +51,13 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan) {
   r.num_samples = reaches_end ? int(seq->forked || seq->num_pending > 0 ? 1 : seq->request->params.n) : 0;
   r.prompt_logprobs = seq->request->params.prompt_logprobs.has_value() && !seq->forked &&
                       r.start < seq->prompt_len - 1;
-  if (seq->sent_table_version != seq->table.version) {
+  if (seq->table.changed_since_sync()) {
     // Only the entries that changed since the executor's copy was last synced.
     const auto& blocks = seq->table.blocks;
-    r.table_from = std::min<int64_t>(seq->table.dirty_from, int64_t(blocks.size()));
+    r.table_from = seq->table.dirty_from;
     r.table_offset = int64_t(plan.tables.size());
     r.table_len = int64_t(blocks.size()) - r.table_from;
     plan.tables.insert(plan.tables.end(), blocks.begin() + r.table_from, blocks.end());
-    seq->sent_table_version = seq->table.version;
     seq->table.mark_synced();
   }
   plan.num_tokens += count;
@@ -112,7 +110,6 @@ void Scheduler::schedule(StepPlan& plan) {
   // split (their logit rows are capped per step), whatever chunked_prefill says.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* seq = running_[i];
-    if (seq->planned_in_step == step_) continue;  // its decode is in this plan already
     const int64_t left = seq->num_uncomputed();
     if (left <= 1) continue;
     const bool lp = seq->request->params.prompt_logprobs.has_value() && !seq->forked;

@@ -38,7 +38,6 @@ struct Sequence {
   int64_t num_preemptions = 0;
   uint64_t planned_in_step = 0; // the scheduler step that last planned it (0: none)
   bool in_executor = false;     // the executor holds a row for it (added, not yet removed)
-  uint64_t sent_table_version = 0;  // table.version the executor's row has
   CompletionOutput out;         // text, ids, logprobs, finish reason
   size_t sent_tokens = 0, sent_text = 0;  // what streamed outputs have carried so far
 

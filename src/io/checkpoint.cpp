@@ -13,8 +13,6 @@ namespace gannet::io {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
 std::string shape_str(const std::vector<int64_t>& s) {
   std::ostringstream os;
   os << '[';
@@ -22,6 +20,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
   os << ']';
   return os.str();
 }
+
+namespace {
 
 }  // namespace
 

@@ -13,6 +13,9 @@
 
 namespace gannet::io {
 
+// "[2, 3]": a shape as error messages print it.
+std::string shape_str(const std::vector<int64_t>& shape);
+
 struct TensorRef {
   const TensorInfo* info = nullptr;
   const uint8_t* data = nullptr;

@@ -1,7 +1,6 @@
 #include "model/packed_weight_loader.h"
 
 #include <optional>
-#include <sstream>
 
 #include "core/error.h"
 
@@ -9,13 +8,7 @@ namespace gannet::model {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
-  os << "]";
-  return os.str();
-}
+using io::shape_str;
 
 std::string stem_of(const std::string& name) {
   const std::string suffix = ".weight";
@@ -25,11 +18,9 @@ std::string stem_of(const std::string& name) {
 }
 
 // The first present name among the conventions, or nullopt.
-std::optional<std::string> find_scale(const io::Checkpoint& ckpt, const std::string& name,
-                                      std::initializer_list<std::string> candidates) {
+std::optional<std::string> find_scale(const io::Checkpoint& ckpt, std::initializer_list<std::string> candidates) {
   for (const std::string& c : candidates)
     if (ckpt.has(c)) return c;
-  (void)name;
   return std::nullopt;
 }
 
@@ -59,7 +50,7 @@ kernels::PackedWeight load_packed_weight(const io::Checkpoint& ckpt, const std::
       return w;
     case DType::F8_E4M3: {
       if (shape != std::vector<int64_t>{n, k}) bad_shape({n, k});
-      auto sname = find_scale(ckpt, name, {name + "_scale_inv", stem + ".scale"});
+      auto sname = find_scale(ckpt, {name + "_scale_inv", stem + ".scale"});
       if (!sname)
         fail(ckpt.dir(), ": FP8 tensor '", name, "' has no block scales ('", name, "_scale_inv' or '", stem,
              ".scale')");
@@ -93,7 +84,7 @@ kernels::PackedWeight load_packed_weight(const io::Checkpoint& ckpt, const std::
     case DType::U8: {
       const bool packed = shape == std::vector<int64_t>{n, (k + 1) / 2} && k % 2 == 0;
       if (!packed && shape != std::vector<int64_t>{n, k}) bad_shape({n, k});
-      auto sname = find_scale(ckpt, name, {stem + ".scale", name + "_scale"});
+      auto sname = find_scale(ckpt, {stem + ".scale", name + "_scale"});
       if (!sname)
         fail(ckpt.dir(), ": ", packed ? "MXFP4" : "int8", " tensor '", name, "' has no scales ('", stem,
              ".scale' or '", name, "_scale')");
