@@ -2,6 +2,7 @@
 #include "bench/engine_benches.h"
 
 #include <algorithm>
+#include <numeric>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -218,9 +219,12 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
     fail("--input-len-max / --output-len-max must be at least --input-len / --output-len");
   const int64_t in_max = std::max(o.input_len, o.input_len_max), out_max = std::max(o.output_len, o.output_len_max);
   // Request i's lengths, spread evenly over the ranges in a fixed shuffled order.
-  auto spread = [&](int64_t lo, int64_t hi, int64_t i, uint64_t salt) {
+  // i -> (i * stride + salt) mod n is a permutation when the stride is coprime with n.
+  int64_t stride = std::max<int64_t>(1, int64_t(double(n) * 0.618));
+  while (std::gcd(stride, n) != 1) ++stride;
+  auto spread = [&](int64_t lo, int64_t hi, int64_t i, int64_t salt) {
     if (hi <= lo || n <= 1) return lo;
-    const int64_t k = int64_t((uint64_t(i) * 0x9E3779B97F4A7C15ull + salt) % uint64_t(n));
+    const int64_t k = (i * stride + salt) % n;
     return lo + (hi - lo) * k / (n - 1);
   };
   int64_t longest = in_max + out_max;

@@ -93,3 +93,22 @@ def test_bench_usage_errors(gannet):
     assert p.returncode == 2 and "unknown bench 'sideways'" in p.stderr
     p = gannet(["bench", "decode", "--model", "/nonexistent", "--batch-sizes", "1,x"], check=False)
     assert p.returncode == 2 and "--batch-sizes expects an integer" in p.stderr
+
+
+def test_throughput_length_ranges_and_async_flag(bench_env, tiny_models, gannet):
+    d, _ = bench_env
+    out = d / "tp-range.json"
+    # 5 requests, inputs spread over 4..8 and outputs over 2..6: every length used once.
+    run_bench(bench_env, ["throughput", "--model", str(tiny_models["llama"]), "--num-prompts", "5", "--input-len", "4",
+                          "--input-len-max", "8", "--output-len", "2", "--output-len-max", "6",
+                          "--async-scheduling", "off", "--json", str(out)])
+    j = json.loads(out.read_text())
+    assert j["async_scheduling"] is False
+    r = j["rows"][0]
+    assert r["prompt_tokens"] == 4 + 5 + 6 + 7 + 8 and r["output_tokens"] == 2 + 3 + 4 + 5 + 6
+    assert r["exposed_host_ms_per_step"] >= 0
+    base = ["bench", "throughput", "--model", str(tiny_models["llama"]), "--num-prompts", "2"]
+    p = gannet([*base, "--async-scheduling", "sideways"], check=False)
+    assert p.returncode == 2 and "--async-scheduling must be on or off" in p.stderr
+    p = gannet([*base, "--input-len", "8", "--input-len-max", "4"], check=False)
+    assert p.returncode != 0 and "--input-len-max" in p.stderr
