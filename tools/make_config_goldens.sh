@@ -11,8 +11,9 @@ PY=${PY:-.venv-golden/bin/python}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-golden() {  # name arch dtype overrides
+golden() {  # name arch dtype overrides; ONLY=name regenerates just that one
   local name=$1 arch=$2 dtype=$3 overrides=$4
+  if [[ -n "${ONLY:-}" && "$ONLY" != "$name" ]]; then return; fi
   "$GANNET" make-model --arch "$arch" --preset tiny --seed 3 --dtype "$dtype" \
       --config-overrides "$overrides" --out "$tmp/$name" 2>/dev/null
   "$PY" tools/make_goldens.py --model "$tmp/$name" --name "$name" --threads 2 \
@@ -41,3 +42,11 @@ golden cfg-qwen2-yarn-trunc-gelu-new qwen2 f32 '{"hidden_act": "gelu_new", "num_
   "intermediate_size": 97, "rope_theta": 10000.0, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
   "original_max_position_embeddings": 1024, "truncate": true}, "use_sliding_window": false,
   "sliding_window": 4096, "max_window_layers": 1}'
+# FP8 block-scaled linears (Hugging Face fine-grained FP8, 128x128 f32 weight_scale_inv),
+# two blocks along k or n in places. Every shape is a multiple of 128: transformers' CPU
+# dequantization derives the block from rows / scale_rows, which is wrong for a partial
+# edge block (gannet follows the ceil-div block grid; its kernel tests cover edges).
+golden cfg-llama-fp8 llama fp8 '{"hidden_size": 128, "num_attention_heads": 2, "num_key_value_heads": 2,
+  "head_dim": 64, "intermediate_size": 256}'
+# int8 with one scale per output row (compressed-tensors channel scheme), Qwen3 q/k norms.
+golden cfg-qwen3-int8 qwen3 int8 '{"intermediate_size": 200}'

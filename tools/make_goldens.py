@@ -72,6 +72,48 @@ def dumps_golden(obj):
     return "{\n" + "\n".join(lines) + "\n}\n"
 
 
+def is_int8_checkpoint(model_dir):
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        q = json.load(f).get("quantization_config") or {}
+    return q.get("quant_method") == "compressed-tensors"
+
+
+def dequantize_int8_checkpoint(src, dst):
+    """Copy a compressed-tensors channel-int8 checkpoint as float32: every I8 `X.weight`
+    with its `X.weight_scale` [n, 1] becomes q * scale (float32, one rounding); the
+    quantization_config is dropped. FP8 checkpoints need no such step: transformers
+    dequantizes them itself on a CPU (weight_scale_inv per block, exactly q * s in f32)."""
+    import shutil
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    os.makedirs(dst, exist_ok=True)
+    for f in os.listdir(src):
+        path = os.path.join(src, f)
+        if f.endswith(".safetensors"):
+            t = load_file(path)
+            out = {}
+            for k, v in t.items():
+                if k.endswith("_scale"):
+                    continue
+                if v.dtype == np.int8:
+                    scale = t[k + "_scale"].astype(np.float32).reshape(-1, 1)
+                    out[k] = v.astype(np.float32) * scale
+                else:
+                    out[k] = v
+            save_file(out, os.path.join(dst, f), metadata={"format": "pt"})
+        elif f == "config.json":
+            with open(path, encoding="utf-8") as fh:
+                cfg = json.load(fh)
+            cfg.pop("quantization_config", None)
+            with open(os.path.join(dst, f), "w", encoding="utf-8") as fh:
+                json.dump(cfg, fh, indent=2)
+        elif f == "model.safetensors.index.json":
+            sys.exit("error: sharded int8 checkpoints are not handled here")
+        elif os.path.isfile(path):
+            shutil.copy(path, os.path.join(dst, f))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="checkpoint directory (config.json, safetensors, tokenizer)")
@@ -88,7 +130,7 @@ def main(argv=None):
     ap.add_argument("--make-model", metavar="ARCH:PRESET:SEED",
                     help="record how DIR was made (`gannet make-model --arch ARCH --preset PRESET --seed SEED`) "
                          "as \"make_model\" in the golden, so the C++ test can rebuild the checkpoint")
-    ap.add_argument("--make-model-dtype", choices=["f32", "bf16", "f16"],
+    ap.add_argument("--make-model-dtype", choices=["f32", "bf16", "f16", "fp8", "int8"],
                     help="record the --dtype DIR was made with (with --make-model)")
     ap.add_argument("--make-model-overrides", metavar="JSON",
                     help="record the --config-overrides DIR was made with (with --make-model)")
@@ -121,11 +163,19 @@ def main(argv=None):
     torch.manual_seed(0)  # nothing random is used; for peace of mind only
     out_path = args.out or os.path.join("tests", "golden", args.name + ".json")
 
+    model_dir = args.model
+    if is_int8_checkpoint(args.model):
+        # transformers reads compressed-tensors int8 only through that package; the
+        # reference weight is what it decompresses to, q * scale in float32.
+        import tempfile
+        tmp_dir = tempfile.mkdtemp(prefix="golden-int8-")
+        dequantize_int8_checkpoint(args.model, tmp_dir)
+        model_dir = tmp_dir
     kw = dict(attn_implementation="eager", output_loading_info=True)
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32, **kw)
+        model, info = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **kw)
     except TypeError:  # transformers < 4.56 only knows torch_dtype
-        model, info = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32, **kw)
+        model, info = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, **kw)
     bad = {k: list(v) for k, v in info.items() if k in ("missing_keys", "unexpected_keys", "mismatched_keys") and v}
     if bad:
         sys.exit(f"error: checkpoint does not load cleanly: {bad}")

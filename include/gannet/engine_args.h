@@ -21,6 +21,9 @@ struct EngineArgs {
   // (results are bit-identical either way). --async-scheduling on|off,
   // GANNET_ASYNC_SCHEDULING=on|off.
   bool async_scheduling = true;
+  // Convert float linear weights at load: "" or "none" (keep as stored), "fp8" (E4M3 with
+  // 128x128 f32 block scales) or "int8" (one f32 scale per output row).
+  std::string quantize;
   bool quiet = false;                  // no start-up report or progress bars
 
   // Applies GANNET_<NAME> environment variables (names upper-cased, '-' as '_').

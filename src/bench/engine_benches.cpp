@@ -62,6 +62,7 @@ EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t ma
   a.max_model_len = max_tokens_per_seq + 1;
   a.kv_cache_memory = o.kv_cache_memory;
   a.async_scheduling = o.async_scheduling;
+  a.quantize = o.quantize;
   if (a.kv_cache_memory == 0) {
     const io::ModelConfig cfg = io::load_model_config(o.model);
     const uint64_t tokens = uint64_t(max_seqs) * uint64_t(max_tokens_per_seq + 2 * a.block_size);
@@ -89,6 +90,7 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
   rep.meta["input_len"] = o.input_len;
   rep.meta["output_len"] = o.output_len;
   rep.meta["async_scheduling"] = o.async_scheduling;
+  rep.meta["quantize"] = o.quantize.empty() ? "none" : o.quantize;
   rep.columns = {{"batch_size", "batch", 0},         {"step_ms_p50", "step ms p50", 2},
                  {"step_ms_p90", "step ms p90", 2},  {"tokens_per_s", "tok/s", 1},
                  {"tokens_per_s_per_user", "tok/s/user", 2}, {"gb_per_s", "GB/s", 1},
@@ -274,6 +276,7 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   rep.bench = "throughput";
   rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
   rep.meta["async_scheduling"] = o.async_scheduling;
+  rep.meta["quantize"] = o.quantize.empty() ? "none" : o.quantize;
   rep.columns = {{"requests", "requests", 0},          {"requests_per_s", "req/s", 2},
                  {"output_tokens_per_s", "out tok/s", 1}, {"total_tokens_per_s", "total tok/s", 1},
                  {"ttft_ms_p50", "TTFT p50 ms", 1},     {"ttft_ms_p90", "TTFT p90 ms", 1},

@@ -20,6 +20,7 @@ struct EngineBenchOptions {
   uint64_t kv_cache_memory = 0;  // 0: sized from the bench's own needs
   bool quiet_progress = false;
   bool async_scheduling = true;  // EngineArgs::async_scheduling
+  std::string quantize;          // EngineArgs::quantize
 };
 
 struct DecodeOptions : EngineBenchOptions {

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gannet/engine_args.h"
+#include "io/quant_config.h"
 
 namespace gannet::cli {
 
@@ -29,6 +30,7 @@ const char* kUsage =
     "common flags:\n"
     "  --threads N            threads (default: the usable CPUs)\n"
     "  --async-scheduling on|off  plan step N+1 while step N runs (default on)\n"
+    "  --quantize none|fp8|int8   convert float linear weights at load (default none)\n"
     "  --json FILE            write the result as JSON\n"
     "  --csv FILE             write the rows as CSV\n"
     "  --kv-cache-memory SIZE KV budget (default: what the bench needs)\n"
@@ -70,7 +72,7 @@ int cmd_bench(const Args& args) {
   const Args rest(args.begin() + 1, args.end());
   Flags f(rest,
           {"model", "threads", "json", "csv", "batch-sizes", "input-len", "output-len", "lengths", "repeats",
-           "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "input-len-max", "output-len-max"},
+           "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max"},
           {"remeasure", "help"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
@@ -89,6 +91,14 @@ int cmd_bench(const Args& args) {
   auto common = [&](bench::EngineBenchOptions& o) {
     o.model = f.require("model");
     o.threads = threads;
+    if (auto q = f.get("quantize")) {
+      try {
+        io::parse_quantize_flag(*q);
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
+      o.quantize = *q;
+    }
     if (auto a = f.get("async-scheduling")) {
       try {
         o.async_scheduling = parse_on_off("--async-scheduling", *a);

@@ -16,21 +16,30 @@ namespace gannet::cli {
 
 namespace {
 const char* kUsage =
-    "usage: gannet info --model DIR [--json]\n"
+    "usage: gannet info --model DIR [--quantize none|fp8|int8] [--json]\n"
     "\n"
     "Prints the architecture, parameter count, bytes by dtype, KV-cache bytes per token and\n"
     "the CPU kernel path. The checkpoint is opened and validated, and the model is built, so\n"
-    "a missing or mis-shaped tensor is reported here.\n";
+    "a missing or mis-shaped tensor is reported here. 'read per token' is what one decode\n"
+    "step streams (the linear weights and the output projection, scales included), by format;\n"
+    "--quantize shows it after load-time conversion.\n";
 }  // namespace
 
 int cmd_info(const Args& args) {
-  Flags f(args, {"model"}, {"json", "help"});
+  Flags f(args, {"model", "quantize"}, {"json", "help"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
   }
   const std::string dir = f.require("model");
   io::ModelConfig cfg = io::load_model_config(dir);
+  if (auto q = f.get("quantize")) {
+    try {
+      cfg.quantize_at_load = io::parse_quantize_flag(*q);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+  }
   io::Checkpoint ckpt(dir);
   auto model = model::create_model(cfg, ckpt);  // validates names and shapes
   const int64_t kv_bytes = model->cache_spec().bytes_per_token();
@@ -59,6 +68,9 @@ int cmd_info(const Args& args) {
     j["num_parameters_from_config"] = cfg.num_parameters();
     j["bytes_by_dtype"] = by_dtype;
     j["total_bytes"] = ckpt.total_bytes();
+    j["quantization"] = io::quant_method_name(cfg.quantization.method);
+    j["read_bytes_per_token"] = model->weight_bytes();
+    j["read_bytes_by_format"] = model->weight_bytes_by_format();
     j["hidden_size"] = cfg.hidden_size;
     j["num_hidden_layers"] = cfg.num_hidden_layers;
     j["num_attention_heads"] = cfg.num_attention_heads;
@@ -92,6 +104,13 @@ int cmd_info(const Args& args) {
   std::printf("rope:               %s\n", rope.c_str());
   std::printf("weights:            %s\n", format_bytes(ckpt.total_bytes()).c_str());
   for (auto& [dt, b] : by_dtype) std::printf("  %-8s          %s\n", dt.c_str(), format_bytes(b).c_str());
+  std::printf("quantization:       %s (config.json)%s\n", io::quant_method_name(cfg.quantization.method),
+              cfg.quantize_at_load == io::WeightQuantization::Method::kNone
+                  ? ""
+                  : (std::string("; converted at load to ") + io::quant_method_name(cfg.quantize_at_load)).c_str());
+  std::printf("read per token:     %s\n", format_bytes(model->weight_bytes()).c_str());
+  for (auto& [fm, b] : model->weight_bytes_by_format())
+    std::printf("  %-8s          %s\n", fm.c_str(), format_bytes(b).c_str());
   std::printf("kv cache per token: %lld bytes (f32 K and V, all layers)\n", (long long)kv_bytes);
   std::printf("context length:     %lld\n", (long long)cfg.max_position_embeddings);
   std::printf("kernel path:        %s\n", kernel_path_name());

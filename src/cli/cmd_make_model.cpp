@@ -11,11 +11,14 @@ namespace gannet::cli {
 namespace {
 const char* kUsage =
     "usage: gannet make-model --arch llama|qwen2|qwen3 --preset tiny|small|1b --out DIR\n"
-    "                         [--seed N] [--dtype f32|bf16|f16] [--shard-size BYTES]\n"
+    "                         [--seed N] [--dtype f32|bf16|f16|fp8|int8] [--shard-size BYTES]\n"
     "                         [--config-overrides JSON]\n"
     "\n"
     "Writes a checkpoint with random weights in the Hugging Face layout. The same flags give\n"
     "byte-identical files. The weights are random: generated text is noise.\n"
+    "--dtype fp8 quantizes the linear layers to FP8 E4M3 with 128x128 f32 block scales\n"
+    "(Hugging Face fine-grained FP8), --dtype int8 to int8 with one scale per row\n"
+    "(compressed-tensors); embeddings and norms keep the preset's float type.\n"
     "--config-overrides takes a JSON object merged into the preset's config.json (null\n"
     "removes a key); the tensors follow the merged config, e.g.\n"
     "  --config-overrides '{\"head_dim\": 48, \"hidden_act\": \"gelu\", \"mlp_bias\": true}'\n";
@@ -43,7 +46,8 @@ int cmd_make_model(const Args& args) {
     if (*d == "f32") opt.dtype_override = int(DType::F32);
     else if (*d == "bf16") opt.dtype_override = int(DType::BF16);
     else if (*d == "f16") opt.dtype_override = int(DType::F16);
-    else throw UsageError("--dtype must be f32, bf16 or f16, got '" + *d + "'");
+    else if (*d == "fp8" || *d == "int8") opt.weight_quant = *d;  // the rest keeps the preset's dtype
+    else throw UsageError("--dtype must be f32, bf16, f16, fp8 or int8, got '" + *d + "'");
   }
   int64_t shard = f.get_int("shard-size", 0);
   if (shard < 0) throw UsageError("--shard-size must be >= 0");

@@ -37,6 +37,7 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   const int threads = args_.threads > 0 ? args_.threads : usable_cpus();
   pool_ = std::make_unique<ThreadPool>(threads);
   io::ModelConfig cfg = io::load_model_config(args_.model);
+  cfg.quantize_at_load = io::parse_quantize_flag(args_.quantize);
   checkpoint_ = std::make_unique<io::Checkpoint>(args_.model);
   {
     // Weights are read in once at start-up whatever the logging, so the first requests do

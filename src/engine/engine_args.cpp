@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/quant_config.h"
 
 namespace gannet {
 
@@ -59,6 +60,7 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_MAX_NUM_BATCHED_TOKENS")) max_num_batched_tokens = to_int("GANNET_MAX_NUM_BATCHED_TOKENS", v);
   if (auto v = env("GANNET_BLOCK_SIZE")) block_size = int(to_int("GANNET_BLOCK_SIZE", v));
   if (auto v = env("GANNET_MAX_MODEL_LEN")) max_model_len = to_int("GANNET_MAX_MODEL_LEN", v);
+  if (auto v = env("GANNET_QUANTIZE")) quantize = v;
   if (auto v = env("GANNET_ASYNC_SCHEDULING")) async_scheduling = parse_on_off("GANNET_ASYNC_SCHEDULING", v);
 }
 
@@ -69,6 +71,7 @@ void EngineArgs::validate() const {
   if (max_num_batched_tokens < 1) fail("--max-num-batched-tokens must be >= 1, got ", max_num_batched_tokens);
   if (block_size < 1 || block_size > 4096) fail("--block-size must be in [1, 4096], got ", block_size);
   if (max_model_len < 0) fail("--max-model-len must be >= 1, got ", max_model_len);
+  io::parse_quantize_flag(quantize);
   if (!(watermark >= 0 && watermark < 1)) fail("watermark must be in [0, 1), got ", watermark);
 }
 
@@ -79,7 +82,8 @@ std::string EngineArgs::describe() const {
      << " max_num_seqs=" << max_num_seqs << " max_num_batched_tokens=" << max_num_batched_tokens
      << " block_size=" << block_size << " max_model_len=" << (max_model_len ? std::to_string(max_model_len) : std::string("model"))
      << " chunked_prefill=" << (enable_chunked_prefill ? "on" : "off") << " watermark=" << watermark
-     << " async_scheduling=" << (async_scheduling ? "on" : "off");
+     << " async_scheduling=" << (async_scheduling ? "on" : "off")
+     << " quantize=" << (quantize.empty() ? std::string("none") : quantize);
   return os.str();
 }
 

@@ -145,12 +145,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& file)
     fail(file, ": 'mlp_bias' = true, but ", c.architecture, "'s MLP has no biases");
   c.qk_norm = is_qwen3;
   if (is_qwen2 || is_qwen3) check_sliding_window(j, c.num_hidden_layers, file);
-  if (j.contains("quantization_config") && !j["quantization_config"].is_null()) {
-    const json& q = j["quantization_config"];
-    fail(file, ": 'quantization_config' (quant_method ",
-         q.is_object() && q.contains("quant_method") ? q["quant_method"].dump() : std::string("?"),
-         ") is not supported: gannet reads f32, bf16 and f16 weights");
-  }
+  if (j.contains("quantization_config")) c.quantization = parse_quantization_config(j["quantization_config"], file);
   // transformers 5 writes 'dtype', 4.x 'torch_dtype'. gannet computes in float32 from the
   // weights as stored (what transformers does when loaded with dtype=float32), so the field
   // is a hint, but one that names no float type is an error.

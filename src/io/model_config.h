@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "io/quant_config.h"
 #include "io/rope_config.h"
 
 namespace gannet::io {
@@ -36,6 +37,10 @@ struct ModelConfig {
   bool o_proj_bias = false;     // Llama and Qwen3 with attention_bias; never Qwen2
   bool mlp_bias = false;        // gate/up/down biases (Llama only)
   bool qk_norm = false;         // Qwen3: RMSNorm over each head of q and k before RoPE
+  WeightQuantization quantization;  // quantization_config (quant_config.h)
+  // Not from config.json: `--quantize fp8|int8` asks the loader to convert the float
+  // linears it finds (kNone: keep them as stored).
+  WeightQuantization::Method quantize_at_load = WeightQuantization::Method::kNone;
   std::string torch_dtype;      // dtype / torch_dtype: storage hint, compute is float32
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;

@@ -37,12 +37,21 @@ kernels::RopeTable make_rope(const io::ModelConfig& c) {
 DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckpt) : cfg_(cfg) {
   const int64_t h = cfg.hidden_size, hd = cfg.head_dim, q = cfg.num_attention_heads * hd,
                 kv = cfg.num_key_value_heads * hd, f = cfg.intermediate_size;
-  embed_ = Linear(ckpt, "model.embed_tokens.weight", cfg.vocab_size, h);
+  LinearLoad load;
+  if (cfg.quantization.method == io::WeightQuantization::Method::kFp8Block) load.fp8_block = cfg.quantization.block;
+  load.quantize = cfg.quantize_at_load;
+  LinearLoad embed_load = load;  // the embedding is gathered, not multiplied: kept as stored
+  embed_load.quantize = io::WeightQuantization::Method::kNone;
+  embed_ = Linear(ckpt, "model.embed_tokens.weight", cfg.vocab_size, h, "", embed_load);
   // Tied models usually omit lm_head.weight; if present it is used.
-  if (ckpt.has("lm_head.weight") || !cfg.tie_word_embeddings)
-    lm_head_ = Linear(ckpt, "lm_head.weight", cfg.vocab_size, h);
-  else
+  if (ckpt.has("lm_head.weight") || !cfg.tie_word_embeddings) {
+    lm_head_ = Linear(ckpt, "lm_head.weight", cfg.vocab_size, h, "", load);
+  } else {
     lm_head_ = embed_;
+    // --quantize converts the output projection too (its own copy; the embedding lookup
+    // keeps the stored rows).
+    lm_head_.quantize(load.quantize, "lm_head (tied to model.embed_tokens.weight)");
+  }
   final_norm_ = load_vector_f32(ckpt, "model.norm.weight", h);
   // The last layer must exist before anything is sized by the layer count.
   ckpt.get("model.layers." + std::to_string(cfg.num_hidden_layers - 1) + ".input_layernorm.weight");
@@ -54,19 +63,19 @@ DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckp
     L.input_norm = load_vector_f32(ckpt, p + "input_layernorm.weight", h);
     L.post_norm = load_vector_f32(ckpt, p + "post_attention_layernorm.weight", h);
     const bool b = cfg.attention_bias;
-    L.q = Linear(ckpt, a + "q_proj.weight", q, h, b ? a + "q_proj.bias" : "");
-    L.k = Linear(ckpt, a + "k_proj.weight", kv, h, b ? a + "k_proj.bias" : "");
-    L.v = Linear(ckpt, a + "v_proj.weight", kv, h, b ? a + "v_proj.bias" : "");
-    L.o = Linear(ckpt, a + "o_proj.weight", h, q, cfg.o_proj_bias ? a + "o_proj.bias" : "");
+    L.q = Linear(ckpt, a + "q_proj.weight", q, h, b ? a + "q_proj.bias" : "", load);
+    L.k = Linear(ckpt, a + "k_proj.weight", kv, h, b ? a + "k_proj.bias" : "", load);
+    L.v = Linear(ckpt, a + "v_proj.weight", kv, h, b ? a + "v_proj.bias" : "", load);
+    L.o = Linear(ckpt, a + "o_proj.weight", h, q, cfg.o_proj_bias ? a + "o_proj.bias" : "", load);
     if (cfg.qk_norm) {
       L.q_norm = load_vector_f32(ckpt, a + "q_norm.weight", hd);
       L.k_norm = load_vector_f32(ckpt, a + "k_norm.weight", hd);
     }
     const std::string m = p + "mlp.";
     const bool mb = cfg.mlp_bias;
-    L.gate = Linear(ckpt, m + "gate_proj.weight", f, h, mb ? m + "gate_proj.bias" : "");
-    L.up = Linear(ckpt, m + "up_proj.weight", f, h, mb ? m + "up_proj.bias" : "");
-    L.down = Linear(ckpt, m + "down_proj.weight", h, f, mb ? m + "down_proj.bias" : "");
+    L.gate = Linear(ckpt, m + "gate_proj.weight", f, h, mb ? m + "gate_proj.bias" : "", load);
+    L.up = Linear(ckpt, m + "up_proj.weight", f, h, mb ? m + "up_proj.bias" : "", load);
+    L.down = Linear(ckpt, m + "down_proj.weight", h, f, mb ? m + "down_proj.bias" : "", load);
   }
   // Built last: its size follows head_dim, which the tensor shapes have now confirmed.
   rope_ = make_rope(cfg);
@@ -84,6 +93,15 @@ CacheSpec DenseDecoder::cache_spec() const {
   s.head_dim = cfg_.head_dim;
   s.kv_dtype = DType::F32;
   return s;
+}
+
+std::map<std::string, uint64_t> DenseDecoder::weight_bytes_by_format() const {
+  std::map<std::string, uint64_t> out;
+  auto add = [&](const Linear& l) { out[kernels::weight_format_name(l.format())] += l.bytes(); };
+  add(lm_head_);
+  for (const Layer& L : layers_)
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) add(*l);
+  return out;
 }
 
 uint64_t DenseDecoder::weight_bytes() const {

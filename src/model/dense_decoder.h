@@ -3,6 +3,7 @@
 // attention with RoPE and a gated MLP (SiLU or GELU); optional biases and tied embeddings.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -22,6 +23,7 @@ class DenseDecoder final : public Model {
   void reserve(int64_t max_tokens, int64_t max_logits) override;
   void forward(const Batch& batch, const CacheViews& cache, float* logits, ThreadPool* pool) override;
   uint64_t weight_bytes() const override;
+  std::map<std::string, uint64_t> weight_bytes_by_format() const override;
 
  private:
   struct Layer {

@@ -2,14 +2,19 @@
 
 #include "core/error.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/packed_quantize.h"
+#include "model/packed_weight_loader.h"
 
 namespace gannet::model {
 
-namespace {
+using kernels::WeightFormat;
 
-void to_f32(const io::TensorRef& t, int64_t n, float* dst) {
+std::vector<float> load_vector_f32(const io::Checkpoint& ckpt, const std::string& name, int64_t n) {
+  io::TensorRef t = ckpt.get(name, {n});
+  std::vector<float> v(static_cast<size_t>(n));
   switch (t.info->dtype) {
-    case DType::F32: std::memcpy(dst, t.data, size_t(n) * 4); return;
+    case DType::F32: std::memcpy(v.data(), t.data, size_t(n) * 4); break;
     // Element by element through memcpy: the tensor may sit at any byte offset.
     case DType::BF16:
     case DType::F16: {
@@ -17,72 +22,70 @@ void to_f32(const io::TensorRef& t, int64_t n, float* dst) {
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, t.data + 2 * i, 2);
-        dst[i] = bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+        v[size_t(i)] = bf16 ? bf16_to_f32(h) : f16_to_f32(h);
       }
-      return;
+      break;
     }
     default:
-      fail(*t.file, ": tensor '", t.info->name, "' has dtype ", dtype_name(t.info->dtype),
-           "; dense models need F32, BF16 or F16");
+      fail(*t.file, ": tensor '", name, "' has dtype ", dtype_name(t.info->dtype), "; expected F32, BF16 or F16");
   }
-}
-
-}  // namespace
-
-std::vector<float> load_vector_f32(const io::Checkpoint& ckpt, const std::string& name, int64_t n) {
-  io::TensorRef t = ckpt.get(name, {n});
-  std::vector<float> v(static_cast<size_t>(n));
-  to_f32(t, n, v.data());
   return v;
 }
 
 Linear::Linear(const io::Checkpoint& ckpt, const std::string& name, int64_t out, int64_t in,
-               const std::string& bias_name)
-    : in_(in), out_(out) {
-  io::TensorRef t = ckpt.get(name, {out, in});
-  switch (t.info->dtype) {
-    case DType::F32:
-    case DType::BF16:
-      dtype_ = t.info->dtype;
-      w_ = t.data;
-      // Used in place; the alignment check below rejects a tensor at an offset that is not
-      // a multiple of its element size.
-      break;
-    case DType::F16: {
-      auto widened = std::make_shared<std::vector<float>>(size_t(in) * size_t(out));
-      to_f32(t, in * out, widened->data());
-      owned_ = widened;
-      dtype_ = DType::F32;
-      w_ = owned_->data();
-      break;
-    }
-    default:
-      fail(*t.file, ": tensor '", name, "' has dtype ", dtype_name(t.info->dtype),
-           "; dense models need F32, BF16 or F16");
+               const std::string& bias_name, const LinearLoad& load) {
+  w_ = load_packed_weight(ckpt, name, out, in, load.fp8_block);
+  if (w_.format == WeightFormat::kF16) {
+    // The f32 kernels run it: widened once, the same values the f16 reference decodes.
+    auto widened = std::make_shared<std::vector<float>>(size_t(in) * size_t(out));
+    for (int64_t r = 0; r < out; ++r) w_.dequant_row(r, widened->data() + r * in);
+    owned_ = widened;
+    w_.format = WeightFormat::kF32;
+    w_.data = widened->data();
   }
-  if (reinterpret_cast<uintptr_t>(w_) % dtype_size(dtype_) != 0)
-    fail(*t.file, ": tensor '", name, "' is not aligned to its element size");
+  // The f32 and bf16 kernels read the mapped tensor in place with aligned element loads.
+  if ((w_.format == WeightFormat::kF32 || w_.format == WeightFormat::kBF16) &&
+      reinterpret_cast<uintptr_t>(w_.data) % (w_.format == WeightFormat::kF32 ? 4 : 2) != 0)
+    fail(ckpt.dir(), ": tensor '", name, "' is not aligned to its element size");
+  if (load.quantize != io::WeightQuantization::Method::kNone) quantize(load.quantize, name);
   if (!bias_name.empty()) bias_ = load_vector_f32(ckpt, bias_name, out);
 }
 
+void Linear::quantize(io::WeightQuantization::Method m, const std::string& name) {
+  if (w_.format != WeightFormat::kF32 && w_.format != WeightFormat::kBF16 && w_.format != WeightFormat::kF16) return;
+  const kernels::PackedWeight src = w_;
+  auto row = [&src](int64_t r, float* out) { src.dequant_row(r, out); };
+  std::shared_ptr<kernels::OwnedPackedWeight> q;
+  try {
+    switch (m) {
+      case io::WeightQuantization::Method::kNone: return;
+      case io::WeightQuantization::Method::kInt8Row: q = kernels::quantize_int8_row(src.n, src.k, row); break;
+      case io::WeightQuantization::Method::kFp8Block: q = kernels::quantize_fp8_block(src.n, src.k, 128, row); break;
+    }
+  } catch (const Error& e) {
+    fail("--quantize ", io::quant_method_name(m), ": tensor '", name, "': ", e.what());
+  }
+  w_ = q->w;
+  owned_ = q;
+}
+
 void Linear::forward(const float* x, int64_t m, float* y, ThreadPool* pool) const {
-  if (dtype_ == DType::BF16)
-    kernels::matmul_bf16(x, m, in_, static_cast<const uint16_t*>(w_), out_, y, pool);
-  else
-    kernels::matmul_f32(x, m, in_, static_cast<const float*>(w_), out_, y, pool);
+  const int64_t in = w_.k, out = w_.n;
+  switch (w_.format) {
+    case WeightFormat::kBF16:
+      kernels::matmul_bf16(x, m, in, static_cast<const uint16_t*>(w_.data), out, y, pool);
+      break;
+    case WeightFormat::kF32: kernels::matmul_f32(x, m, in, static_cast<const float*>(w_.data), out, y, pool); break;
+    default: kernels::matmul_packed(x, m, w_, y, pool); break;
+  }
   if (!bias_.empty())
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < out_; ++j) y[i * out_ + j] += bias_[size_t(j)];
+      for (int64_t j = 0; j < out; ++j) y[i * out + j] += bias_[size_t(j)];
 }
 
 void Linear::row_f32(int64_t r, float* dst) const {
-  GANNET_CHECK(r >= 0 && r < out_, "row ", r, " of ", out_);
-  if (dtype_ == DType::BF16) {
-    const uint16_t* s = static_cast<const uint16_t*>(w_) + r * in_;
-    for (int64_t i = 0; i < in_; ++i) dst[i] = bf16_to_f32(s[i]);
-  } else {
-    std::memcpy(dst, static_cast<const float*>(w_) + r * in_, size_t(in_) * 4);
-  }
+  GANNET_CHECK(r >= 0 && r < w_.n, "row ", r, " of ", w_.n);
+  w_.dequant_row(r, dst);
 }
 
 }  // namespace gannet::model

@@ -1,5 +1,7 @@
-// A linear layer's weight as stored in the checkpoint: f32 or bf16 used in place from the
-// memory map (f16 is widened to f32 at load), plus an optional f32 bias.
+// A linear layer's weight as a kernels::PackedWeight plus an optional f32 bias. Stored
+// formats: f32 and bf16 used in place from the memory map, f16 widened to f32 at load,
+// FP8 block-scaled, MXFP4 and int8-per-row used in place (packed_weight_loader.h). A float
+// weight can be quantized to fp8 or int8 at load (`--quantize`), into memory it owns.
 #pragma once
 
 #include <cstdint>
@@ -10,32 +12,45 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "io/checkpoint.h"
+#include "io/quant_config.h"
+#include "kernels/cpu/packed_weight.h"
 
 namespace gannet::model {
+
+struct LinearLoad {
+  int64_t fp8_block = 0;  // quantization_config's weight_block_size; 0: inferred from the scales
+  // Convert a float weight at load (kNone: keep it as stored). Packed weights stay as stored.
+  io::WeightQuantization::Method quantize = io::WeightQuantization::Method::kNone;
+};
 
 class Linear {
  public:
   Linear() = default;
-  // Loads `name` (shape [out, in]) and, when bias_name is not empty, its bias [out].
+  // Loads `name` (shape [out, in], with its scales if packed) and, when bias_name is not
+  // empty, its bias [out].
   Linear(const io::Checkpoint& ckpt, const std::string& name, int64_t out, int64_t in,
-         const std::string& bias_name = "");
+         const std::string& bias_name = "", const LinearLoad& load = {});
 
   // y[m, out] = x[m, in] · Wᵀ (+ bias)
   void forward(const float* x, int64_t m, float* y, ThreadPool* pool) const;
 
-  int64_t in() const { return in_; }
-  int64_t out() const { return out_; }
-  DType dtype() const { return dtype_; }
-  uint64_t bytes() const { return uint64_t(in_) * uint64_t(out_) * dtype_size(dtype_); }
+  int64_t in() const { return w_.k; }
+  int64_t out() const { return w_.n; }
+  kernels::WeightFormat format() const { return w_.format; }
+  const kernels::PackedWeight& weight() const { return w_; }
+  // Bytes one forward pass streams: elements plus scales, exact for 4-bit formats.
+  uint64_t bytes() const { return w_.bytes(); }
   // Row r of the weight as f32 (embedding lookup).
   void row_f32(int64_t r, float* dst) const;
+  // Converts a float weight (f32, bf16, f16) to int8 per row or FP8 with 128x128 f32 block
+  // scales (packed_quantize.h), held in memory this Linear owns; a packed weight is kept.
+  void quantize(io::WeightQuantization::Method m, const std::string& name);
 
  private:
-  int64_t in_ = 0, out_ = 0;
-  DType dtype_ = DType::F32;
-  const void* w_ = nullptr;
-  // Widened f16 weights, shared by copies (a tied lm_head is a copy of the embedding).
-  std::shared_ptr<const std::vector<float>> owned_;
+  kernels::PackedWeight w_;
+  // Storage behind w_ when it is not the memory map (widened f16, quantized weights);
+  // shared by copies (a tied lm_head is a copy of the embedding).
+  std::shared_ptr<const void> owned_;
   std::vector<float> bias_;
 };
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,8 @@ class Model {
   virtual void forward(const Batch& batch, const CacheViews& cache, float* logits, ThreadPool* pool) = 0;
   // Weight bytes read by one forward pass (for bandwidth figures).
   virtual uint64_t weight_bytes() const = 0;
+  // The same bytes split by storage format ("bf16", "fp8-block", "int8-row", ...).
+  virtual std::map<std::string, uint64_t> weight_bytes_by_format() const = 0;
 };
 
 using ModelFactory =

@@ -38,8 +38,8 @@ kernels::PackedWeight load_packed_weight(const io::Checkpoint& ckpt, const std::
   w.k = k;
   w.data = t.data;
   auto bad_shape = [&](const std::vector<int64_t>& want) {
-    fail(ckpt.dir(), ": tensor '", name, "' (", dtype_name(dt), ") has shape ", shape_str(shape), ", expected ",
-         shape_str(want));
+    fail(ckpt.dir(), ": tensor '", name, "' (", dtype_name(dt), ") has shape ", shape_str(shape),
+         " but config.json implies ", shape_str(want));
   };
   switch (dt) {
     case DType::F32:

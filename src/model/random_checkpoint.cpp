@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "kernels/cpu/packed_quantize.h"
 #include "model/embedded_assets.h"
 #include "model/presets.h"
 
@@ -164,6 +165,24 @@ void write_random_checkpoint(const RandomCheckpointOptions& opt, const std::stri
   fs::create_directories(out_dir);
 
   ordered_json cfg_json = config_json(p, opt.arch, dtype);
+  if (opt.weight_quant == "fp8") {
+    cfg_json["quantization_config"] = {{"quant_method", "fp8"},
+                                       {"activation_scheme", "dynamic"},
+                                       {"weight_block_size", {128, 128}},
+                                       {"modules_to_not_convert", {"lm_head"}}};
+  } else if (opt.weight_quant == "int8") {
+    ordered_json weights = {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}, {"strategy", "channel"},
+                            {"dynamic", false}};
+    cfg_json["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "int-quantized"},
+        {"quantization_status", "compressed"},
+        {"config_groups",
+         {{"group_0", {{"targets", {"Linear"}}, {"weights", weights}, {"input_activations", nullptr}}}}},
+        {"ignore", {"lm_head"}}};
+  } else if (!opt.weight_quant.empty()) {
+    fail("make-model: unknown weight quantization '", opt.weight_quant, "' (expected fp8 or int8)");
+  }
   if (!opt.config_overrides.empty()) {
     ordered_json o;
     try {
@@ -181,54 +200,97 @@ void write_random_checkpoint(const RandomCheckpointOptions& opt, const std::stri
   // The tensors are whatever the merged config describes, read by the same parser as a
   // user's checkpoint (so an override that gannet would refuse is refused here).
   const io::ModelConfig mc = io::parse_model_config(cfg_text, "config.json (preset + overrides)");
-  std::vector<Spec> specs = tensor_specs(mc);
-  const uint64_t total = [&] {
-    uint64_t t = 0;
-    for (auto& s : specs) {
-      int64_t n = 1;
-      for (auto d : s.shape) n *= d;
-      t += uint64_t(n) * dtype_size(dtype);
-    }
-    return t;
-  }();
-  // Group tensors into shards of at most shard_bytes (a tensor never splits).
-  std::vector<std::vector<const Spec*>> shards(1);
-  uint64_t cur = 0;
-  for (auto& s : specs) {
+  const std::vector<Spec> specs = tensor_specs(mc);
+  // What goes into the files: each spec as one float tensor, or (a quantized linear) its
+  // codes and its scales, computed once from the same float values.
+  using Fill = std::function<void(uint8_t*, int64_t, int64_t)>;
+  struct Item {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    uint64_t bytes;
+    Fill fill;  // (buf, first element, count)
+  };
+  std::vector<Item> items;
+  const io::WeightQuantization::Method qm = mc.quantization.method;
+  auto is_linear = [](const std::string& name) {
+    const std::string suffix = "_proj.weight";
+    return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  for (const Spec& s : specs) {
+    const uint64_t key = splitmix64(opt.seed ^ fnv1a(s.name));
+    const Init init = s.init;
     int64_t n = 1;
     for (auto d : s.shape) n *= d;
-    uint64_t b = uint64_t(n) * dtype_size(dtype);
-    if (opt.shard_bytes && cur > 0 && cur + b > opt.shard_bytes) {
+    if (qm == io::WeightQuantization::Method::kNone || !is_linear(s.name)) {
+      items.push_back({s.name, dtype, s.shape, uint64_t(n) * dtype_size(dtype), [=](uint8_t* buf, int64_t off, int64_t cnt) {
+                         for (int64_t i = 0; i < cnt; ++i) {
+                           const float v = sample(key, off + i, init);
+                           if (dtype == DType::F32) std::memcpy(buf + 4 * i, &v, 4);
+                           else {
+                             const uint16_t h = dtype == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+                             std::memcpy(buf + 2 * i, &h, 2);
+                           }
+                         }
+                       }});
+      continue;
+    }
+    // Quantized on first use, shared by the two tensors it fills.
+    const int64_t rows = s.shape[0], cols = s.shape[1];
+    auto packed = std::make_shared<std::shared_ptr<kernels::OwnedPackedWeight>>();
+    const int64_t block = mc.quantization.block;
+    auto get = [=]() -> const kernels::OwnedPackedWeight& {
+      if (!*packed) {
+        auto row = [&](int64_t r, float* out) {
+          for (int64_t c = 0; c < cols; ++c) out[c] = sample(key, r * cols + c, init);
+        };
+        *packed = qm == io::WeightQuantization::Method::kFp8Block ? kernels::quantize_fp8_block(rows, cols, block, row)
+                                                                  : kernels::quantize_int8_row(rows, cols, row);
+      }
+      return **packed;
+    };
+    const bool fp8 = qm == io::WeightQuantization::Method::kFp8Block;
+    items.push_back({s.name, fp8 ? DType::F8_E4M3 : DType::I8, s.shape, uint64_t(n),
+                     [=](uint8_t* buf, int64_t off, int64_t cnt) { std::memcpy(buf, get().data.data() + off, size_t(cnt)); }});
+    std::vector<int64_t> sshape = fp8 ? std::vector<int64_t>{(rows + block - 1) / block, (cols + block - 1) / block}
+                                      : std::vector<int64_t>{rows, 1};
+    const std::string sname = fp8 ? s.name + "_scale_inv" : s.name + "_scale";
+    items.push_back({sname, DType::F32, sshape, uint64_t(sshape[0] * sshape[1]) * 4,
+                     [=](uint8_t* buf, int64_t off, int64_t cnt) {
+                       const auto& q = get();
+                       std::memcpy(buf, q.scales.data() + off * 4, size_t(cnt) * 4);
+                       // Both tensors are written: the float values are no longer needed.
+                       if (off + cnt == sshape[0] * sshape[1]) packed->reset();
+                     }});
+  }
+  uint64_t total = 0;
+  for (const Item& it : items) total += it.bytes;
+  // Group tensors into shards of at most shard_bytes (a tensor never splits).
+  std::vector<std::vector<const Item*>> shards(1);
+  uint64_t cur = 0;
+  for (const Item& it : items) {
+    if (opt.shard_bytes && cur > 0 && cur + it.bytes > opt.shard_bytes) {
       shards.emplace_back();
       cur = 0;
     }
-    shards.back().push_back(&s);
-    cur += b;
+    shards.back().push_back(&it);
+    cur += it.bytes;
   }
   uint64_t done = 0;
   ordered_json weight_map;
   for (size_t si = 0; si < shards.size(); ++si) {
     io::SafetensorsWriter w;
-    for (const Spec* s : shards[si]) {
-      const uint64_t key = splitmix64(opt.seed ^ fnv1a(s->name));
-      const Init init = s->init;
-      w.add(s->name, dtype, s->shape, [=, &done, &progress](uint8_t* buf, int64_t off, int64_t n) {
-        if (dtype == DType::F32) {
-          float* f = reinterpret_cast<float*>(buf);
-          for (int64_t i = 0; i < n; ++i) f[i] = sample(key, off + i, init);
-        } else if (dtype == DType::BF16) {
-          uint16_t* b = reinterpret_cast<uint16_t*>(buf);
-          for (int64_t i = 0; i < n; ++i) b[i] = f32_to_bf16(sample(key, off + i, init));
-        } else {
-          uint16_t* b = reinterpret_cast<uint16_t*>(buf);
-          for (int64_t i = 0; i < n; ++i) b[i] = f32_to_f16(sample(key, off + i, init));
-        }
-        done += uint64_t(n) * dtype_size(dtype);
+    for (const Item* it : shards[si]) {
+      const Fill fill = it->fill;
+      const size_t esize = dtype_size(it->dtype);
+      w.add(it->name, it->dtype, it->shape, [fill, esize, &done, &progress, total](uint8_t* buf, int64_t off, int64_t n) {
+        fill(buf, off, n);
+        done += uint64_t(n) * esize;
         if (progress) progress(done, total);
       });
     }
     std::string name = shards.size() == 1 ? "model.safetensors" : shard_name(int(si) + 1, int(shards.size()));
-    for (const Spec* s : shards[si]) weight_map[s->name] = name;
+    for (const Item* it : shards[si]) weight_map[it->name] = name;
     w.write((fs::path(out_dir) / name).string());
   }
   if (shards.size() > 1) {

@@ -14,7 +14,14 @@ struct RandomCheckpointOptions {
   std::string arch = "llama";     // llama | qwen2 | qwen3
   std::string preset = "tiny";    // tiny | small | 1b
   uint64_t seed = 0;
-  int dtype_override = -1;        // -1: the preset's dtype; else a DType (F32 or BF16)
+  int dtype_override = -1;        // -1: the preset's dtype; else a DType (F32, BF16 or F16)
+  // "fp8" or "int8": the linear layers (q/k/v/o/gate/up/down projections; not the
+  // embedding or lm_head) are quantized (packed_quantize.h) and config.json declares it
+  // (fp8: transformers' fine-grained FP8 with 128x128 f32 `weight_scale_inv`; int8:
+  // compressed-tensors channel-wise int8 with `weight_scale`). The other tensors keep the
+  // float dtype. What is written follows the final config's quantization_config, so an
+  // override of it (e.g. another weight_block_size) is honoured.
+  std::string weight_quant;
   uint64_t shard_bytes = 0;       // 0: one model.safetensors; else shards + index
   // A JSON object merged into the preset's config.json before anything is written: each
   // key replaces the preset's (null removes it). The tensors follow the merged config

@@ -40,7 +40,8 @@ void check_golden(const std::string& name) {
   opt.seed = g["make_model"]["seed"];
   if (g["make_model"].contains("dtype")) {
     const std::string d = g["make_model"]["dtype"];
-    opt.dtype_override = int(d == "f16" ? DType::F16 : d == "bf16" ? DType::BF16 : DType::F32);
+    if (d == "fp8" || d == "int8") opt.weight_quant = d;  // linears quantized, the rest the preset's
+    else opt.dtype_override = int(d == "f16" ? DType::F16 : d == "bf16" ? DType::BF16 : DType::F32);
   }
   if (g["make_model"].contains("config_overrides")) opt.config_overrides = g["make_model"]["config_overrides"].dump();
   const fs::path dir = fs::temp_directory_path() / ("gannet_golden_" + name + "_" + std::to_string(::getpid()));
@@ -114,3 +115,8 @@ TEST(GoldenDense, LlamaMhaHeadDim24LinearRopeF16) { check_golden("cfg-llama-mha-
 TEST(GoldenDense, LlamaBiasesGeluTanhLlama3RopeParameters) { check_golden("cfg-llama-bias-gelu-tanh"); }
 TEST(GoldenDense, Qwen3YarnNoTruncateGeluErf) { check_golden("cfg-qwen3-yarn-notrunc-gelu"); }
 TEST(GoldenDense, Qwen2YarnTruncateGeluNew) { check_golden("cfg-qwen2-yarn-trunc-gelu-new"); }
+// Quantized linears: transformers dequantizes the FP8 checkpoint itself (q * weight_scale_inv
+// per 128x128 block; whole blocks only, see tools/make_config_goldens.sh); the int8 one is dequantized to float32
+// by tools/make_goldens.py (q * weight_scale per row) before transformers reads it.
+TEST(GoldenDense, LlamaFp8BlockScaled) { check_golden("cfg-llama-fp8"); }
+TEST(GoldenDense, Qwen3Int8PerRow) { check_golden("cfg-qwen3-int8"); }

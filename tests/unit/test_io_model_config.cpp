@@ -199,8 +199,52 @@ TEST(ModelConfigFields, DtypeAndQuantization) {
   EXPECT_EQ(parse(R"(,"dtype":"float16")").torch_dtype, "float16");
   EXPECT_ERROR_HAS(R"(,"torch_dtype":"float8_e4m3fn")", "LlamaForCausalLM", "torch_dtype", "float8_e4m3fn");
   EXPECT_ERROR_HAS(R"(,"dtype":"int4")", "LlamaForCausalLM", "'dtype'", "int4");
-  EXPECT_ERROR_HAS(R"(,"quantization_config":{"quant_method":"fp8"})", "LlamaForCausalLM", "quantization_config",
-                   "fp8");
+  using M = io::WeightQuantization::Method;
+  EXPECT_EQ(parse("").quantization.method, M::kNone);
+  EXPECT_EQ(parse(R"(,"quantization_config":null)").quantization.method, M::kNone);
+  // Fine-grained FP8: block size from weight_block_size, 128 by default.
+  io::ModelConfig c = parse(R"(,"quantization_config":{"quant_method":"fp8"})");
+  EXPECT_EQ(c.quantization.method, M::kFp8Block);
+  EXPECT_EQ(c.quantization.block, 128);
+  c = parse(R"(,"quantization_config":{"quant_method":"fp8","activation_scheme":"dynamic","fmt":"e4m3",)"
+            R"("weight_block_size":[64,64],"modules_to_not_convert":["lm_head"]})");
+  EXPECT_EQ(c.quantization.block, 64);
+  const char* L = "LlamaForCausalLM";
+  EXPECT_ERROR_HAS(R"(,"quantization_config":{"quant_method":"gptq","bits":4})", L, "quant_method", "gptq");
+  EXPECT_ERROR_HAS(R"(,"quantization_config":{"bits":4})", L, "quant_method", "missing");
+  EXPECT_ERROR_HAS(R"(,"quantization_config":{"quant_method":"fp8","activation_scheme":"static"})", L,
+                   "activation_scheme", "static");
+  EXPECT_ERROR_HAS(R"(,"quantization_config":{"quant_method":"fp8","fmt":"e5m2"})", L, "fmt", "e5m2");
+  EXPECT_ERROR_HAS(R"(,"quantization_config":{"quant_method":"fp8","weight_block_size":[128,64]})", L,
+                   "weight_block_size", "square");
+  EXPECT_ERROR_HAS(R"(,"quantization_config":{"quant_method":"fp8","weight_block_size":[0,0]})", L,
+                   "weight_block_size", "positive");
+  EXPECT_ERROR_HAS(R"(,"quantization_config":{"quant_method":"fp8","kv_scheme":"x"})", L, "kv_scheme",
+                   "not supported");
+  // compressed-tensors: only channel-wise symmetric int8 weights without activation quantization.
+  const std::string ct_head =
+      R"(,"quantization_config":{"quant_method":"compressed-tensors","format":"int-quantized",)"
+      R"("config_groups":{"group_0":{"targets":["Linear"],"weights":{"num_bits":8,"type":"int",)"
+      R"("symmetric":true,"strategy":")";
+  EXPECT_EQ(parse(ct_head + R"(channel"},"input_activations":null}},"ignore":["lm_head"]})").quantization.method,
+            M::kInt8Row);
+  EXPECT_ERROR_HAS(ct_head + R"(group","group_size":128}}}})", L, "strategy", "group");
+  EXPECT_ERROR_HAS(ct_head + R"(channel"},"input_activations":{"num_bits":8}}}})", L, "input_activations");
+  std::string four_bit = ct_head + R"(channel"}}}})";
+  four_bit.replace(four_bit.find("\"num_bits\":8"), 12, "\"num_bits\":4");
+  EXPECT_ERROR_HAS(four_bit, L, "num_bits", "4");
+  EXPECT_ERROR_HAS(R"(,"quantization_config":{"quant_method":"compressed-tensors","format":"float-quantized",)"
+                   R"("config_groups":{}})",
+                   L, "format", "float-quantized");
+}
+
+TEST(ModelConfigFields, QuantizeFlag) {
+  using M = io::WeightQuantization::Method;
+  EXPECT_EQ(io::parse_quantize_flag(""), M::kNone);
+  EXPECT_EQ(io::parse_quantize_flag("none"), M::kNone);
+  EXPECT_EQ(io::parse_quantize_flag("fp8"), M::kFp8Block);
+  EXPECT_EQ(io::parse_quantize_flag("int8"), M::kInt8Row);
+  EXPECT_THROW(io::parse_quantize_flag("q4"), Error);
 }
 
 TEST(ModelConfigFields, ContextDefaults) {
