@@ -78,6 +78,7 @@ kernels::PackedWeight load_packed_weight(const io::Checkpoint& ckpt, const std::
       w.scales = s.data;
       w.scale_dtype = s.info->dtype;
       w.block_n = w.block_k = block;
+      w.scan_codes();
       return w;
     }
     case DType::I8:

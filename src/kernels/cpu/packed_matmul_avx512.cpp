@@ -2,8 +2,21 @@
 // elements is decoded to f32 in registers, multiplied by its block's scale (one rounding,
 // as dequant_row does) and fed to the same 16-lane FMA accumulators and tree as the f32
 // kernels, so every output equals the reference's bits. Scale blocks along k are
-// multiples of 16, so a chunk never straddles two scales.
+// multiples of 16, so a chunk never straddles two scales; the loops run block by block
+// with the scales read once per block, full chunks unmasked and only the last one masked.
+//
+// Decoders, per 16 elements:
+//   fp8 (fp8_plain)  sign-extend the bytes to 16 bits and shift left 7: sign, exponent and
+//                    mantissa land in f16 position (bias 15 instead of 7), so cvtph2ps
+//                    gives value / 256 exactly, subnormals included; the scale is taken
+//                    times 256. NaN codes or scales near the f32 limit take the exact path.
+//   fp8 (exact)      exponent/mantissa moved to f32 position, subnormals by an exact
+//                    multiply, NaN codes blended in.
+//   mxfp4            nibbles interleaved in element order, a 16-entry byte table gives each
+//                    code's f16 high byte (every E2M1 value has a zero low byte), cvtph2ps.
+//   int8             sign-extend to 32 bits, convert (exact).
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/packed_matmul_impl.h"
 #include "kernels/cpu/simd_avx512.h"
@@ -12,27 +25,45 @@ namespace gannet::kernels::avx512 {
 
 namespace {
 
-constexpr int kMr = 4;           // x rows per tile
+constexpr int kMr = 4;           // x rows per GEMM tile
 constexpr int64_t kMBlock = 64;  // x rows kept in cache while w rows stream past
 
-// 16 elements of row `r` from column c (c % 16 == 0), masked past k, decoded (not yet
-// scaled).
-template <WeightFormat F>
-inline __m512 decode_w(const PackedWeight& w, int64_t r, int64_t c, __mmask16 mk) {
-  __m512 v = _mm512_setzero_ps();
-  switch (F) {
-    case WeightFormat::kF32:
-      return _mm512_maskz_loadu_ps(mk, static_cast<const float*>(w.data) + r * w.k + c);
-    case WeightFormat::kBF16: {
-      const __m256i h = _mm256_maskz_loadu_epi16(mk, static_cast<const uint16_t*>(w.data) + r * w.k + c);
+// How a chunk is decoded: the format, with fp8 split in its fast and exact variants.
+enum class Dec { kF32, kBF16, kF16, kFp8Plain, kFp8Exact, kMxfp4, kInt8 };
+
+constexpr bool scaled(Dec d) { return d == Dec::kFp8Plain || d == Dec::kFp8Exact || d == Dec::kMxfp4 || d == Dec::kInt8; }
+
+// Bytes per row of the stored codes.
+inline int64_t row_bytes(const PackedWeight& w) {
+  switch (w.format) {
+    case WeightFormat::kF32: return w.k * 4;
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16: return w.k * 2;
+    case WeightFormat::kMxfp4: return (w.k + 1) / 2;
+    default: return w.k;
+  }
+}
+
+// 16 decoded (not yet scaled) elements starting at column c of the row at `p`; lanes past
+// the mask are +0 (the masked loads read nothing there).
+template <Dec D>
+inline __m512 decode(const uint8_t* p, int64_t c, __mmask16 mk) {
+  switch (D) {
+    case Dec::kF32: return _mm512_maskz_loadu_ps(mk, p + c * 4);
+    case Dec::kBF16: {
+      const __m256i h = _mm256_maskz_loadu_epi16(mk, p + c * 2);
       return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
-    case WeightFormat::kF16: {
-      const __m256i h = _mm256_maskz_loadu_epi16(mk, static_cast<const uint16_t*>(w.data) + r * w.k + c);
+    case Dec::kF16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, p + c * 2));
+    case Dec::kFp8Plain: {
+      const __m128i b = _mm_maskz_loadu_epi8(mk, p + c);
+      // s = sign-extended byte: bit 15 the sign, bits 14..7 after the shift hold the sign
+      // copy (cleared) and the 7 exponent/mantissa bits.
+      const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16(int16_t(0xbf80)));
       return _mm512_cvtph_ps(h);
     }
-    case WeightFormat::kFp8Block: {
-      const __m128i b = _mm_maskz_loadu_epi8(mk, static_cast<const uint8_t*>(w.data) + r * w.k + c);
+    case Dec::kFp8Exact: {
+      const __m128i b = _mm_maskz_loadu_epi8(mk, p + c);
       const __m512i u = _mm512_cvtepu8_epi32(b);
       const __m512i em = _mm512_and_si512(u, _mm512_set1_epi32(0x7f));
       const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(u, _mm512_set1_epi32(0x80)), 24);
@@ -44,67 +75,98 @@ inline __m512 decode_w(const PackedWeight& w, int64_t r, int64_t c, __mmask16 mk
       __m512 mag = _mm512_mask_blend_ps(is_sub, _mm512_castsi512_ps(normal), sub);
       const __mmask16 is_nan = _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7f));
       mag = _mm512_mask_blend_ps(is_nan, mag, _mm512_set1_ps(NAN));
-      v = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(mag), sign));
-      break;
+      return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(mag), sign));
     }
-    case WeightFormat::kMxfp4: {
-      // 16 codes in 8 bytes, element 2i in the low nibble of byte i.
-      const __m128i b = _mm_maskz_loadu_epi8(__mmask16((1u << ((__builtin_popcount(mk) + 1) / 2)) - 1),
-                                             static_cast<const uint8_t*>(w.data) + r * ((w.k + 1) / 2) + c / 2);
-      const __m512i u = _mm512_cvtepu8_epi32(b);  // lanes 0..7 hold bytes
-      const __m512i idx = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-      const __m512i bytes = _mm512_permutexvar_epi32(idx, u);
-      const __m512i shift = _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0);
-      const __m512i code = _mm512_and_si512(_mm512_srlv_epi32(bytes, shift), _mm512_set1_epi32(0xf));
-      const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f,
-                                          -2.0f, -3.0f, -4.0f, -6.0f);
-      v = _mm512_maskz_permutexvar_ps(mk, code, table);
-      break;
+    case Dec::kMxfp4: {
+      // 16 codes in 8 bytes, element 2i in the low nibble of byte i (c is even).
+      const __mmask16 bytes_mask = __mmask16((1u << ((__builtin_popcount(mk) + 1) / 2)) - 1);
+      const __m128i b = _mm_maskz_loadu_epi8(bytes_mask, p + c / 2);
+      const __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0f));
+      const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0f));
+      const __m128i codes = _mm_unpacklo_epi8(lo, hi);  // element order
+      // f16 high bytes of 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives.
+      const __m128i table = _mm_setr_epi8(0x00, 0x38, 0x3c, 0x3e, 0x40, 0x42, 0x44, 0x46, int8_t(0x80), int8_t(0xb8),
+                                          int8_t(0xbc), int8_t(0xbe), int8_t(0xc0), int8_t(0xc2), int8_t(0xc4),
+                                          int8_t(0xc6));
+      const __m128i hb = _mm_shuffle_epi8(table, codes);
+      const __m256i h = _mm256_slli_epi16(_mm256_cvtepu8_epi16(hb), 8);
+      return _mm512_maskz_mov_ps(mk, _mm512_cvtph_ps(h));
     }
-    case WeightFormat::kInt8Row: {
-      const __m128i b = _mm_maskz_loadu_epi8(mk, static_cast<const int8_t*>(w.data) + r * w.k + c);
-      v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
-      break;
-    }
+    case Dec::kInt8: return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mk, p + c)));
   }
-  return v;
+  return _mm512_setzero_ps();
 }
 
-constexpr bool scaled(WeightFormat f) {
-  return f == WeightFormat::kFp8Block || f == WeightFormat::kMxfp4 || f == WeightFormat::kInt8Row;
+// The scale of scale-row pointer `srow` at block column bc, as dequant_row applies it
+// (times 256 for the f16 route of fp8).
+template <Dec D>
+inline float block_scale(const PackedWeight& w, const uint8_t* srow, int64_t bc) {
+  float s;
+  if (w.scale_dtype == DType::F8_E8M0) {
+    const uint8_t e = srow[bc];
+    if (e == 0xff) {
+      s = NAN;
+    } else {
+      const uint32_t bits = e == 0 ? 0x00400000u : uint32_t(e) << 23;  // 2^(e-127); e = 0 is subnormal
+      std::memcpy(&s, &bits, 4);
+    }
+  } else {
+    std::memcpy(&s, srow + bc * 4, 4);
+  }
+  return D == Dec::kFp8Plain ? s * 256.0f : s;
 }
 
 // y[i, j] for x rows [0, mr) and w rows [r0, r0 + nr), mr <= MR, nr <= NR: every output
 // keeps its own accumulator (the canonical order); several w rows side by side give the
-// decode GEMV independent FMA chains to overlap.
-template <WeightFormat F, int MR, int NR>
+// decode GEMV independent FMA chains to overlap. Missing rows (nr < NR) repeat the last
+// one and are not stored.
+template <Dec D, int MR, int NR>
 void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t nr, float* y, int64_t ldy) {
   __m512 acc[MR][NR];
   GANNET_UNROLL for (int i = 0; i < MR; ++i)
     GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const int64_t k = w.k;
-  __m512 scale[NR];
-  int64_t block_end = 0;  // the current scales hold up to here (block_k is shared by the rows)
-  GANNET_UNROLL for (int j = 0; j < NR; ++j) scale[j] = _mm512_set1_ps(1.0f);
-  for (int64_t c = 0; c < k; c += 16) {
-    const __mmask16 mk = mask16(k - c);
-    if constexpr (scaled(F)) {
-      if (c >= block_end) {
-        GANNET_UNROLL for (int j = 0; j < NR; ++j) {
-          if (j < nr) scale[j] = _mm512_set1_ps(w.scale_at(r0 + j, c));
-        }
-        block_end = c - c % w.block_k + w.block_k;
-      }
-    }
+  const int64_t rb = row_bytes(w);
+  const uint8_t* rows[NR];
+  const uint8_t* srows[NR];
+  const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
+  GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+    const int64_t r = r0 + std::min<int64_t>(j, nr - 1);
+    rows[j] = static_cast<const uint8_t*>(w.data) + r * rb;
+    srows[j] = scaled(D) ? static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * w.scale_cols() * sbytes : nullptr;
+  }
+  const int64_t bk = scaled(D) ? w.block_k : k;
+  auto step = [&](int64_t c, __mmask16 mk, const __m512* sc) __attribute__((always_inline)) {
     __m512 wv[NR];
     GANNET_UNROLL for (int j = 0; j < NR; ++j) {
-      wv[j] = j < nr ? decode_w<F>(w, r0 + j, c, mk) : _mm512_setzero_ps();
-      if constexpr (scaled(F)) wv[j] = _mm512_maskz_mul_ps(mk, wv[j], scale[j]);  // lanes past k stay +0
+      wv[j] = decode<D>(rows[j], c, mk);
+      if constexpr (scaled(D)) wv[j] = _mm512_mul_ps(wv[j], sc[j]);  // masked lanes: +0 * s = +0 (s finite)
     }
     GANNET_UNROLL for (int i = 0; i < MR; ++i) {
       if (i < mr) {
         const __m512 xv = _mm512_maskz_loadu_ps(mk, x + i * k + c);
         GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+      }
+    }
+  };
+  for (int64_t c0 = 0, bc = 0; c0 < k; c0 += bk, ++bc) {
+    const int64_t c1 = std::min(k, c0 + bk);
+    __m512 sc[NR];
+    if constexpr (scaled(D)) {
+      GANNET_UNROLL for (int j = 0; j < NR; ++j) sc[j] = _mm512_set1_ps(block_scale<D>(w, srows[j], bc));
+    }
+    int64_t c = c0;
+    for (; c + 16 <= c1; c += 16) step(c, __mmask16(0xffff), sc);
+    if (c < c1) {
+      // The zero-padded last chunk: the reference pads w with +0 after scaling, so the
+      // padded lanes are forced to +0 even where a scale is inf or NaN.
+      const __mmask16 mk = mask16(c1 - c);
+      if constexpr (scaled(D)) {
+        __m512 scm[NR];
+        GANNET_UNROLL for (int j = 0; j < NR; ++j) scm[j] = _mm512_maskz_mov_ps(mk, sc[j]);
+        step(c, mk, scm);
+      } else {
+        step(c, mk, sc);
       }
     }
   }
@@ -114,17 +176,17 @@ void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t
 
 constexpr int kGemvNr = 4, kGemmNr = 2;
 
-template <WeightFormat F>
+template <Dec D>
 void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (m == 1) {
-    for (int64_t j = n0; j < n1; j += kGemvNr) tile<F, 1, kGemvNr>(x, 1, w, j, std::min<int64_t>(kGemvNr, n1 - j), y + j, ldy);
+    for (int64_t j = n0; j < n1; j += kGemvNr) tile<D, 1, kGemvNr>(x, 1, w, j, std::min<int64_t>(kGemvNr, n1 - j), y + j, ldy);
     return;
   }
   for (int64_t mb = 0; mb < m; mb += kMBlock) {
     const int64_t me = std::min(m, mb + kMBlock);
     for (int64_t j = n0; j < n1; j += kGemmNr)
       for (int64_t i = mb; i < me; i += kMr)
-        tile<F, kMr, kGemmNr>(x + i * w.k, std::min<int64_t>(kMr, me - i), w, j, std::min<int64_t>(kGemmNr, n1 - j),
+        tile<D, kMr, kGemmNr>(x + i * w.k, std::min<int64_t>(kMr, me - i), w, j, std::min<int64_t>(kGemmNr, n1 - j),
                               y + i * ldy + j, ldy);
   }
 }
@@ -133,12 +195,13 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
 
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols) {
   switch (w.format) {
-    case WeightFormat::kF32: return cols<WeightFormat::kF32>(x, m, w, n0, n1, y, ldy);
-    case WeightFormat::kBF16: return cols<WeightFormat::kBF16>(x, m, w, n0, n1, y, ldy);
-    case WeightFormat::kF16: return cols<WeightFormat::kF16>(x, m, w, n0, n1, y, ldy);
-    case WeightFormat::kFp8Block: return cols<WeightFormat::kFp8Block>(x, m, w, n0, n1, y, ldy);
-    case WeightFormat::kMxfp4: return cols<WeightFormat::kMxfp4>(x, m, w, n0, n1, y, ldy);
-    case WeightFormat::kInt8Row: return cols<WeightFormat::kInt8Row>(x, m, w, n0, n1, y, ldy);
+    case WeightFormat::kF32: return cols<Dec::kF32>(x, m, w, n0, n1, y, ldy);
+    case WeightFormat::kBF16: return cols<Dec::kBF16>(x, m, w, n0, n1, y, ldy);
+    case WeightFormat::kF16: return cols<Dec::kF16>(x, m, w, n0, n1, y, ldy);
+    case WeightFormat::kFp8Block:
+      return w.fp8_plain ? cols<Dec::kFp8Plain>(x, m, w, n0, n1, y, ldy) : cols<Dec::kFp8Exact>(x, m, w, n0, n1, y, ldy);
+    case WeightFormat::kMxfp4: return cols<Dec::kMxfp4>(x, m, w, n0, n1, y, ldy);
+    case WeightFormat::kInt8Row: return cols<Dec::kInt8>(x, m, w, n0, n1, y, ldy);
   }
 }
 

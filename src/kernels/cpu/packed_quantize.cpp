@@ -85,6 +85,7 @@ std::shared_ptr<OwnedPackedWeight> quantize_fp8_block(int64_t n, int64_t k, int6
   }
   w.data = o->data.data();
   w.scales = o->scales.data();
+  w.scan_codes();
   return o;
 }
 

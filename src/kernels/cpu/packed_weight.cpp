@@ -1,5 +1,6 @@
 #include "kernels/cpu/packed_weight.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -85,6 +86,22 @@ void PackedWeight::dequant_row(int64_t r, float* out) const {
       return;
     }
   }
+}
+
+void PackedWeight::scan_codes() {
+  fp8_plain = false;
+  if (format != WeightFormat::kFp8Block || !data) return;
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  const uint64_t count = uint64_t(n) * uint64_t(k);
+  uint8_t nan_seen = 0;
+  for (uint64_t i = 0; i < count; ++i) nan_seen |= uint8_t((p[i] & 0x7f) == 0x7f);
+  if (nan_seen) return;
+  for (int64_t i = 0; i < scale_rows(); ++i)
+    for (int64_t j = 0; j < scale_cols(); ++j) {
+      const float s = scale_at(i * block_n, j * block_k);
+      if (std::isfinite(s) && !std::isfinite(s * 256.0f)) return;
+    }
+  fp8_plain = true;
 }
 
 void matmul_packed_ref(const float* x, int64_t m, const PackedWeight& w, float* y) {

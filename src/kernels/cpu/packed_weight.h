@@ -33,6 +33,11 @@ struct PackedWeight {
   const void* scales = nullptr;     // nullptr for the plain formats
   DType scale_dtype = DType::F32;   // F8_E8M0 or F32
   int64_t block_n = 1, block_k = 1; // scale tile; kInt8Row: 1 x k, kMxfp4: 1 x 32
+  // kFp8Block only: true once scan_codes() has found no NaN code (0x7f, 0xff) and no scale
+  // s with s * 256 overflowing, which lets kernels decode E4M3 through f16 (value / 256,
+  // exact) and multiply by s * 256 instead: the same real product, so the same rounding.
+  // false (not scanned) is always correct, only slower.
+  bool fp8_plain = false;
 
   int64_t scale_rows() const { return (n + block_n - 1) / block_n; }
   int64_t scale_cols() const { return (k + block_k - 1) / block_k; }
@@ -43,6 +48,8 @@ struct PackedWeight {
   float scale_at(int64_t row, int64_t col) const;
   // Row r dequantized: out[c] = decode(w[r, c]) * scale_at(r, c), rounded to f32.
   void dequant_row(int64_t r, float* out) const;  // out: [k]
+  // Sets fp8_plain by reading every code and scale once (a load-time pass).
+  void scan_codes();
 };
 
 // y[m, n] = x[m, k] · dequant(w)ᵀ in the canonical order above (the scalar reference).

@@ -1,0 +1,132 @@
+// Packed-weight products on the codes and scales that take a kernel off its fast path:
+// every FP8 E4M3 code (NaN, subnormals, ±448) and every E2M1 code, E8M0 scales at both ends
+// (2^-127 subnormal, 2^127, NaN), f32 scales that are subnormal, huge (s * 256 overflows),
+// infinite. Each ISA must give the scalar reference's bits (NaN for NaN: payloads are not
+// specified), with and without the load-time scan (PackedWeight::scan_codes) that enables
+// the f16 route for FP8.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/packed_matmul.h"
+
+namespace gannet::kernels {
+namespace {
+
+bool same(const std::vector<float>& a, const std::vector<float>& b, size_t* where) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::memcmp(&a[i], &b[i], 4) != 0) {
+      *where = i;
+      return false;
+    }
+  }
+  return true;
+}
+
+void check_all_isas(const PackedWeight& w, const std::string& what) {
+  ThreadPool pool(2);
+  for (int64_t m : {1, 2, 5}) {
+    std::vector<float> x(size_t(m * w.k)), ref(size_t(m * w.n)), got(ref.size());
+    std::mt19937 g{uint32_t(m * 7 + w.k)};
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float& v : x) v = nd(g);
+    matmul_packed_ref(x.data(), m, w, ref.data());
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+      if (!isa_supported(isa)) continue;
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::fill(got.begin(), got.end(), -1.0f);
+        matmul_packed_isa(isa, x.data(), m, w, got.data(), p);
+        size_t at = 0;
+        ASSERT_TRUE(same(ref, got, &at)) << what << " m=" << m << " " << isa_name(isa) << " output " << at << ": ref "
+                                         << ref[at] << " got " << got[at];
+      }
+    }
+  }
+}
+
+TEST(KernelsPackedCodes, EveryFp8CodeWithExtremeScales) {
+  const int64_t n = 19, k = 256 + 48;  // partial blocks on both axes at block 32 and 128
+  std::vector<uint8_t> codes(size_t(n * k));
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = uint8_t(i * 37 + i / 256);  // every code, spread
+  std::vector<uint8_t> no_nan = codes;
+  for (auto& b : no_nan)
+    if ((b & 0x7f) == 0x7f) b = 0x7e;
+  for (int64_t block : {32, 128}) {
+    for (bool e8m0 : {true, false}) {
+      const int64_t sr = (n + block - 1) / block, sc = (k + block - 1) / block;
+      std::vector<uint8_t> s8(size_t(sr * sc));
+      std::vector<float> s32(size_t(sr * sc));
+      for (size_t i = 0; i < s8.size(); ++i) {
+        s8[i] = uint8_t(std::vector<int>{0, 1, 100, 127, 140, 254}[i % 6]);
+        s32[i] = std::vector<float>{1e-40f, 0.5f, 3e-3f, 1e30f, 7.0f}[i % 5];
+      }
+      for (int data_kind = 0; data_kind < 2; ++data_kind) {
+        PackedWeight w;
+        w.format = WeightFormat::kFp8Block;
+        w.n = n;
+        w.k = k;
+        w.block_n = w.block_k = block;
+        w.scale_dtype = e8m0 ? DType::F8_E8M0 : DType::F32;
+        w.scales = e8m0 ? static_cast<const void*>(s8.data()) : s32.data();
+        w.data = data_kind ? codes.data() : no_nan.data();
+        const std::string what = std::string("fp8 block ") + std::to_string(block) + (e8m0 ? " e8m0" : " f32") +
+                                 (data_kind ? " with NaN codes" : "");
+        check_all_isas(w, what + " unscanned");
+        w.scan_codes();
+        // NaN codes, or an E8M0 scale of 2^127 (254: times 256 overflows), keep the exact route.
+        const bool has_254 = std::find(s8.begin(), s8.end(), 254) != s8.end();
+        EXPECT_EQ(w.fp8_plain, !data_kind && !(e8m0 && has_254)) << what;
+        check_all_isas(w, what + " scanned");
+      }
+    }
+  }
+  // f32 scales beyond FLT_MAX / 256, infinite and NaN.
+  const int64_t block = 32, sr = 1, sc = 2;
+  std::vector<float> s32 = {3e38f, std::numeric_limits<float>::infinity()};
+  PackedWeight w;
+  w.format = WeightFormat::kFp8Block;
+  w.n = 7;
+  w.k = 64;
+  w.block_n = w.block_k = block;
+  w.scale_dtype = DType::F32;
+  w.scales = s32.data();
+  w.data = no_nan.data();
+  w.scan_codes();
+  EXPECT_FALSE(w.fp8_plain);
+  check_all_isas(w, "fp8 huge scales");
+  s32 = {std::numeric_limits<float>::infinity(), NAN};
+  (void)sr;
+  (void)sc;
+  w.scan_codes();
+  EXPECT_TRUE(w.fp8_plain);  // inf and NaN scale the same way through the f16 route
+  check_all_isas(w, "fp8 inf/NaN scales");
+}
+
+TEST(KernelsPackedCodes, EveryMxfp4CodeAndScale) {
+  const int64_t n = 9, k = 32 * 9 + 16;  // a partial last scale block
+  std::vector<uint8_t> codes(size_t(n * k / 2));
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = uint8_t(i * 13 + i / 16);
+  std::vector<uint8_t> scales(size_t(n * ((k + 31) / 32)));
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = uint8_t(std::vector<int>{0, 1, 127, 200, 254, 255}[i % 6]);
+  PackedWeight w;
+  w.format = WeightFormat::kMxfp4;
+  w.n = n;
+  w.k = k;
+  w.block_n = 1;
+  w.block_k = 32;
+  w.scale_dtype = DType::F8_E8M0;
+  w.scales = scales.data();
+  w.data = codes.data();
+  check_all_isas(w, "mxfp4");
+}
+
+}  // namespace
+}  // namespace gannet::kernels
