@@ -24,15 +24,29 @@ GANNET_MATMUL_PACKED_COLS(matmul_packed_cols) {
 namespace {
 constexpr int64_t kColumnGrain = 16;
 constexpr int64_t kMinParallelMacs = int64_t(1) << 17;
-}  // namespace
 
-void matmul_packed_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w, float* y, ThreadPool* pool) {
+using ColsFn = void (*)(const float*, int64_t, const PackedWeight&, int64_t, int64_t, float*, int64_t);
+
+ColsFn pick_cols(Isa isa, const PackedWeight& w) {
   GANNET_CHECK(isa_supported(isa), "kernel path ", isa_name(isa), " is not supported by this CPU");
-  GANNET_CHECK(m >= 0 && w.n >= 0 && w.k >= 0);
-  if (m == 0 || w.n == 0) return;
   // The AVX-512 kernel needs scale blocks along k that are whole 16-element chunks.
   const bool simd_ok = w.scales == nullptr || w.block_k % 16 == 0 || w.format == WeightFormat::kInt8Row;
-  auto cols = isa == Isa::kAvx512 && simd_ok ? avx512::matmul_packed_cols : ref::matmul_packed_cols;
+  return isa == Isa::kAvx512 && simd_ok ? avx512::matmul_packed_cols : ref::matmul_packed_cols;
+}
+}  // namespace
+
+void matmul_packed_cols_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1,
+                            float* y, int64_t ldy) {
+  GANNET_CHECK(m >= 0 && 0 <= n0 && n0 <= n1 && n1 <= w.n && ldy >= n1, "columns [", n0, ", ", n1, ") of ", w.n,
+               ", ldy ", ldy);
+  if (m == 0 || n0 == n1) return;
+  pick_cols(isa, w)(x, m, w, n0, n1, y, ldy);
+}
+
+void matmul_packed_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w, float* y, ThreadPool* pool) {
+  GANNET_CHECK(m >= 0 && w.n >= 0 && w.k >= 0);
+  const ColsFn cols = pick_cols(isa, w);
+  if (m == 0 || w.n == 0) return;
   auto run = [&](int64_t b, int64_t e) { cols(x, m, w, b, e, y, w.n); };
   if (!pool || pool->size() == 1 || m * w.n * w.k < kMinParallelMacs) run(0, w.n);
   else pool->parallel_for(w.n, [&](int64_t b, int64_t e, int) { run(b, e); }, kColumnGrain);

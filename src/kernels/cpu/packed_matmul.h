@@ -19,4 +19,11 @@ namespace gannet::kernels {
 void matmul_packed(const float* x, int64_t m, const PackedWeight& w, float* y, ThreadPool* pool);
 void matmul_packed_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w, float* y, ThreadPool* pool);
 
+// Columns [n0, n1) of the same product for all m rows of x, on the calling thread:
+// y[i * ldy + j] for j in [n0, n1). For callers that split the work themselves (the grouped
+// MoE layer runs many experts' column tiles in one parallel loop); the bits are those of
+// matmul_packed. x: [m, w.k]; y: [m, ldy], ldy >= n1.
+void matmul_packed_cols_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1,
+                            float* y, int64_t ldy);
+
 }  // namespace gannet::kernels

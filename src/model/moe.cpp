@@ -1,0 +1,315 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/exp.h"
+#include "kernels/cpu/log.h"
+#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/softmax.h"
+
+namespace gannet::model {
+
+namespace {
+
+// Output columns per work item: small enough that a decode token's few experts still give
+// every thread many items, large enough that an item amortises its call.
+constexpr int64_t kTile = 32;
+// Streaming one weight row costs about as much as this many token rows of FMAs (decode is
+// bound by weight bytes, prefill by arithmetic): the cost model that balances the threads.
+constexpr double kWeightRowCost = 8.0;
+
+template <typename T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(size_t(n));
+}
+
+std::string shape(const kernels::PackedWeight& w) {
+  return detail::concat("[", w.n, ", ", w.k, "]");
+}
+
+void check_expert(const MoeExpert& x, const std::string& name, int64_t hidden, int64_t inter) {
+  if (!x.w1.data || !x.w3.data || !x.w2.data) fail("MoE ", name, ": missing weight data");
+  if (x.w1.n != inter || x.w1.k != hidden)
+    fail("MoE ", name, ".w1 has shape ", shape(x.w1), ", expected [", inter, ", ", hidden, "]");
+  if (x.w3.n != inter || x.w3.k != hidden)
+    fail("MoE ", name, ".w3 has shape ", shape(x.w3), ", expected [", inter, ", ", hidden, "]");
+  if (x.w2.n != hidden || x.w2.k != inter)
+    fail("MoE ", name, ".w2 has shape ", shape(x.w2), ", expected [", hidden, ", ", inter, "]");
+}
+
+}  // namespace
+
+const char* moe_scoring_name(MoeScoring s) {
+  switch (s) {
+    case MoeScoring::kSqrtSoftplus: return "sqrtsoftplus";
+    case MoeScoring::kSoftmax: return "softmax";
+    case MoeScoring::kSigmoid: return "sigmoid";
+  }
+  return "?";
+}
+
+MoeLayer::MoeLayer(const MoeConfig& cfg, MoeWeights weights) : cfg_(cfg), w_(std::move(weights)) {
+  const int64_t E = cfg_.n_experts, H = cfg_.hidden;
+  if (H <= 0) fail("MoE hidden must be > 0, got ", H);
+  if (E <= 0) fail("MoE n_experts must be > 0, got ", E);
+  if (cfg_.top_k < 1 || cfg_.top_k > E) fail("MoE top_k must be in [1, n_experts = ", E, "], got ", cfg_.top_k);
+  if (cfg_.n_shared < 0) fail("MoE n_shared must be >= 0, got ", cfg_.n_shared);
+  if (!(cfg_.gate_temp > 0.0f) || !std::isfinite(cfg_.gate_temp))
+    fail("MoE gate_temp must be finite and > 0, got ", cfg_.gate_temp);
+  if (!std::isfinite(cfg_.routed_scaling_factor))
+    fail("MoE routed_scaling_factor must be finite, got ", cfg_.routed_scaling_factor);
+  if (!(cfg_.swiglu_limit >= 0.0f)) fail("MoE swiglu_limit must be >= 0 (0: no clamp), got ", cfg_.swiglu_limit);
+  limit_ = cfg_.swiglu_limit == 0.0f ? INFINITY : cfg_.swiglu_limit;
+
+  if (!w_.router.data) fail("MoE router: missing weight data");
+  if (w_.router.n != E || w_.router.k != H)
+    fail("MoE router has shape ", shape(w_.router), ", expected [n_experts = ", E, ", hidden = ", H, "]");
+  if (!w_.selection_bias.empty() && int64_t(w_.selection_bias.size()) != E)
+    fail("MoE selection_bias has ", w_.selection_bias.size(), " entries, expected n_experts = ", E);
+  if (int64_t(w_.experts.size()) != E)
+    fail("MoE experts: ", w_.experts.size(), " given, config n_experts = ", E);
+  if (int64_t(w_.shared.size()) != cfg_.n_shared)
+    fail("MoE shared experts: ", w_.shared.size(), " given, config n_shared = ", cfg_.n_shared);
+  inter_ = w_.experts[0].w1.n;
+  if (inter_ <= 0) fail("MoE experts[0].w1 has shape ", shape(w_.experts[0].w1), ": inter must be > 0");
+  for (int64_t e = 0; e < E; ++e) check_expert(w_.experts[size_t(e)], detail::concat("experts[", e, "]"), H, inter_);
+  if (cfg_.n_shared > 0) {
+    shared_inter_ = w_.shared[0].w1.n;
+    if (shared_inter_ <= 0) fail("MoE shared[0].w1 has shape ", shape(w_.shared[0].w1), ": inter must be > 0");
+    for (int64_t s = 0; s < cfg_.n_shared; ++s)
+      check_expert(w_.shared[size_t(s)], detail::concat("shared[", s, "]"), H, shared_inter_);
+  }
+}
+
+void MoeWorkspace::reserve(const MoeLayer& layer, int64_t max_tokens) {
+  const MoeConfig& c = layer.config();
+  const int64_t T = max_tokens, E = c.n_experts, K = c.top_k, S = c.n_shared, H = c.hidden;
+  grow(logits_, T * E);
+  grow(select_, E);
+  grow(chosen_, E);
+  grow(top_, K);
+  grow(ids_, T * K);
+  grow(weights_, T * K);
+  grow(rows_, T * K);
+  grow(count_, E);
+  grow(row_weight_, T * K);
+  grow(xg_, T * K * H);
+  grow(gate_, T * K * layer.inter() + S * T * layer.shared_inter());
+  grow(up_, T * K * layer.inter() + S * T * layer.shared_inter());
+  grow(out_, T * (K + S) * H);
+  grow(groups_, E + S);
+  // Every group active: the larger of the two phases' item counts.
+  const int64_t tiles_gu = E * ((layer.inter() + kTile - 1) / kTile) + S * ((layer.shared_inter() + kTile - 1) / kTile);
+  const int64_t tiles_down = (E + S) * ((H + kTile - 1) / kTile);
+  const size_t items = size_t(std::max(tiles_gu, tiles_down));
+  if (items_.capacity() < items) items_.reserve(items);
+  if (cost_.capacity() < items + 1) cost_.reserve(items + 1);
+}
+
+uint64_t MoeWorkspace::capacity_bytes() const {
+  auto b = [](const auto& v) { return uint64_t(v.capacity()) * sizeof(v[0]); };
+  return b(logits_) + b(select_) + b(chosen_) + b(top_) + b(ids_) + b(weights_) + b(rows_) + b(count_) +
+         b(row_weight_) + b(xg_) + b(gate_) + b(up_) + b(out_) + b(groups_) + b(items_) + b(cost_);
+}
+
+void MoeLayer::route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace& ws, ThreadPool* pool) const {
+  const int64_t T = n_tokens, E = cfg_.n_experts, K = cfg_.top_k;
+  GANNET_CHECK(T >= 0);
+  ws.reserve(*this, T);
+  float* logits = ws.logits_.data();  // [T, E]
+  kernels::matmul_packed_isa(isa, x, T, w_.router, logits, pool);
+  const float* bias = w_.selection_bias.empty() ? nullptr : w_.selection_bias.data();
+  float* sel = ws.select_.data();
+  uint8_t* chosen = ws.chosen_.data();
+  int32_t* top = ws.top_.data();
+  std::fill(chosen, chosen + E, uint8_t(0));
+  // Per token: O(E * top_k) at worst, small next to the experts' work.
+  for (int64_t t = 0; t < T; ++t) {
+    float* s = logits + t * E;  // logits, then scores in place
+    if (cfg_.gate_temp != 1.0f)  // dividing by 1 would not change a bit
+      for (int64_t e = 0; e < E; ++e) s[e] = s[e] / cfg_.gate_temp;
+    switch (cfg_.scoring) {
+      case MoeScoring::kSqrtSoftplus:
+        for (int64_t e = 0; e < E; ++e) s[e] = std::sqrt(kernels::softplus_f32(s[e]));
+        break;
+      case MoeScoring::kSoftmax: kernels::softmax_isa(isa, s, E); break;
+      case MoeScoring::kSigmoid:
+        for (int64_t e = 0; e < E; ++e) s[e] = 1.0f / (1.0f + kernels::exp_f32(-s[e]));
+        break;
+    }
+    for (int64_t e = 0; e < E; ++e) sel[e] = bias ? s[e] + bias[e] : s[e];
+    // Insertion into top[0..n) kept in decreasing value: a later (higher) id moves ahead
+    // only of strictly smaller values and enters a full list only when strictly larger
+    // than its last, so of equal values the lower id wins.
+    int64_t n = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      const float v = sel[e];
+      if (n == K && !(v > sel[top[K - 1]])) continue;
+      int64_t p = n < K ? n++ : K - 1;
+      for (; p > 0 && sel[top[p - 1]] < v; --p) top[p] = top[p - 1];
+      top[p] = int32_t(e);
+    }
+    for (int64_t i = 0; i < K; ++i) chosen[top[i]] = 1;
+    int32_t* ids = ws.ids_.data() + t * K;
+    float* wt = ws.weights_.data() + t * K;
+    for (int64_t e = 0, i = 0; e < E; ++e)
+      if (chosen[e]) {
+        chosen[e] = 0;
+        ids[i] = int32_t(e);
+        wt[i++] = s[e];
+      }
+    if (cfg_.norm_topk_prob && K > 1) {
+      float sum = wt[0];
+      for (int64_t i = 1; i < K; ++i) sum = sum + wt[i];
+      const float denom = sum + 1e-20f;
+      for (int64_t i = 0; i < K; ++i) wt[i] = wt[i] / denom;
+    }
+    for (int64_t i = 0; i < K; ++i) wt[i] = wt[i] * cfg_.routed_scaling_factor;
+  }
+}
+
+// One phase: the gate/up projections with the activation (down = false) or the down
+// projections (down = true), for every active group, as one parallel loop.
+void MoeLayer::run_items(Isa isa, MoeWorkspace& ws, ThreadPool* pool, bool down) const {
+  const int64_t H = cfg_.hidden;
+  ws.items_.clear();
+  ws.cost_.clear();
+  ws.cost_.push_back(0.0);
+  for (size_t g = 0; g < ws.groups_.size(); ++g) {
+    const MoeWorkspace::Group& G = ws.groups_[g];
+    if (G.rows == 0) continue;
+    const int64_t cols = down ? H : G.w->w1.n, k_in = down ? G.w->w2.k : 2 * H;
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      ws.items_.push_back({int32_t(g), int32_t(c0), int32_t(c1)});
+      ws.cost_.push_back(ws.cost_.back() + double(c1 - c0) * double(k_in) * (double(G.rows) + kWeightRowCost));
+    }
+  }
+  const int64_t n_items = int64_t(ws.items_.size());
+  const int nth = pool ? pool->size() : 1;
+  float* gate = ws.gate_.data();
+  float* up = ws.up_.data();
+  const float L = limit_;
+  const bool clamp = L != INFINITY, bf16 = cfg_.round_hidden_bf16;
+
+  auto item = [&](int64_t j) {
+    const MoeWorkspace::Item& it = ws.items_[size_t(j)];
+    const MoeWorkspace::Group& G = ws.groups_[size_t(it.group)];
+    const int64_t c0 = it.c0, c1 = it.c1;
+    if (down) {
+      // out[rows, hidden] columns [c0, c1) = h · w2ᵀ
+      kernels::matmul_packed_cols_isa(isa, gate + G.hid_off, G.rows, G.w->w2, c0, c1,
+                                      ws.out_.data() + G.out_row * H, H);
+      return;
+    }
+    const int64_t inter = G.w->w1.n, n = c1 - c0;
+    float* gp = gate + G.hid_off;  // [rows, inter]
+    float* upp = up + G.hid_off;   // [rows, inter]
+    kernels::matmul_packed_cols_isa(isa, G.x, G.rows, G.w->w1, c0, c1, gp, inter);
+    kernels::matmul_packed_cols_isa(isa, G.x, G.rows, G.w->w3, c0, c1, upp, inter);
+    for (int64_t r = 0; r < G.rows; ++r) {
+      float* g = gp + r * inter + c0;
+      float* u = upp + r * inter + c0;
+      if (clamp)
+        for (int64_t c = 0; c < n; ++c) {
+          u[c] = u[c] > L ? L : u[c] < -L ? -L : u[c];
+          g[c] = g[c] > L ? L : g[c];
+        }
+      kernels::silu_mul_isa(isa, g, u, g, n);
+      if (G.routed) {
+        const float w = ws.row_weight_[size_t(G.out_row + r)];
+        for (int64_t c = 0; c < n; ++c) g[c] = g[c] * w;
+      }
+      if (bf16)
+        for (int64_t c = 0; c < n; ++c) g[c] = bf16_to_f32(f32_to_bf16(g[c]));
+    }
+  };
+
+  if (nth == 1 || n_items < 2) {
+    for (int64_t j = 0; j < n_items; ++j) item(j);
+    return;
+  }
+  // Contiguous item ranges of about equal estimated cost: item j goes to the thread whose
+  // share of the total holds the middle of its cost (monotone in j, so each thread finds
+  // its range by bisection).
+  const double total = ws.cost_.back();
+  auto owner = [&](int64_t j) {
+    const double mid = 0.5 * (ws.cost_[size_t(j)] + ws.cost_[size_t(j + 1)]);
+    return std::min<int64_t>(nth - 1, int64_t(mid * nth / total));
+  };
+  auto first_item_of = [&](int64_t th) {
+    int64_t lo = 0, hi = n_items;
+    while (lo < hi) {
+      const int64_t m = (lo + hi) / 2;
+      if (owner(m) < th) lo = m + 1;
+      else hi = m;
+    }
+    return lo;
+  };
+  pool->parallel_for(
+      nth,
+      [&](int64_t b, int64_t e, int) {
+        for (int64_t j = first_item_of(b), end = first_item_of(e); j < end; ++j) item(j);
+      },
+      1);
+}
+
+void MoeLayer::forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws,
+                           ThreadPool* pool) const {
+  const int64_t T = n_tokens, E = cfg_.n_experts, K = cfg_.top_k, S = cfg_.n_shared, H = cfg_.hidden;
+  GANNET_CHECK(T >= 0);
+  if (T == 0) return;
+  GANNET_CHECK(x + T * H <= y || y + T * H <= x, "MoE output must not alias its input");
+  route_isa(isa, x, T, ws, pool);  // also reserves ws for T tokens
+
+  // Group the (token, expert) pairs by expert, tokens in increasing order within each.
+  int64_t* count = ws.count_.data();
+  std::fill(count, count + E, int64_t(0));
+  const int32_t* ids = ws.ids_.data();
+  for (int64_t i = 0; i < T * K; ++i) ++count[ids[i]];
+  for (int64_t e = 0, row = 0; e < E; ++e) {
+    MoeWorkspace::Group& G = ws.groups_[size_t(e)];
+    G = {&w_.experts[size_t(e)], ws.xg_.data() + row * H, count[e], row, row * inter_, true};
+    count[e] = row;  // next free row
+    row += G.rows;
+  }
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t r = count[ids[t * K + i]]++;
+      ws.rows_[size_t(t * K + i)] = r;
+      ws.row_weight_[size_t(r)] = ws.weights_[size_t(t * K + i)];
+      std::memcpy(ws.xg_.data() + r * H, x + t * H, size_t(H) * sizeof(float));
+    }
+  for (int64_t s = 0; s < S; ++s)  // every token, read from x in place
+    ws.groups_[size_t(E + s)] = {&w_.shared[size_t(s)], x, T, T * K + s * T, T * K * inter_ + s * T * shared_inter_,
+                                 false};
+
+  run_items(isa, ws, pool, false);
+  run_items(isa, ws, pool, true);
+
+  // Combine in the fixed order of moe.h step 6.
+  const float* out = ws.out_.data();  // [T * (K + S), H]
+  auto combine = [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      float* yt = y + t * H;
+      const int64_t* rows = ws.rows_.data() + t * K;
+      std::memcpy(yt, out + rows[0] * H, size_t(H) * sizeof(float));
+      for (int64_t i = 1; i < K; ++i) kernels::add_isa(isa, yt, out + rows[i] * H, yt, H);
+      for (int64_t s = 0; s < S; ++s) kernels::add_isa(isa, yt, out + (T * K + s * T + t) * H, yt, H);
+    }
+  };
+  if (!pool || T * H * (K + S) < (int64_t(1) << 16)) combine(0, T, 0);
+  else pool->parallel_for(T, combine, 1);
+}
+
+void MoeLayer::forward(const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool) const {
+  forward_isa(active_isa(), x, n_tokens, y, ws, pool);
+}
+
+}  // namespace gannet::model
