@@ -114,6 +114,73 @@ TEST(KernelsGemm, Bf16DenormalCornersMatchReference) {
   }
 }
 
+// The AVX-512 bf16 GEMM in both of its forms (vdpbf16ps, FMAs under DAZ/FTZ) against the
+// reference on several rows: random shapes, and the denormal corners above where each
+// output is one step on the odd element then the even one.
+TEST(KernelsGemm, Bf16GemmVariantsMatchReference) {
+  // Off AVX-512 the variant is ignored and the AVX2 emulation runs.
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<uint32_t> u16(0, 0xffff);
+  auto corner = [&](uint16_t s) -> uint16_t {
+    switch (u16(rng) % 4) {
+      case 0: return uint16_t(s | (u16(rng) & 0x7f));             // bf16 denormal
+      case 1: return uint16_t(s | (0x0080 + u16(rng) % 0x0c00));  // tiny normal
+      default: return uint16_t(s | (0x2000 + u16(rng) % 0x3000));
+    }
+  };
+  int checked = 0;
+  for (int64_t k : {2, 31, 64, 97}) {
+    for (int64_t m : {2, 5, 8, 9, 17}) {
+      const int64_t n = 37;
+      std::vector<float> x(size_t(m * k));
+      std::vector<uint16_t> w(size_t(n * k));
+      for (auto& v : x) v = bf16_to_f32(corner(uint16_t(u16(rng) & 0x8000)));
+      for (auto& v : w) v = corner(uint16_t(u16(rng) & 0x8000));
+      if (k == 2)  // sums right at FLT_MIN (see Bf16DenormalCornersMatchReference)
+        for (int64_t i = 0; i < m; ++i) {
+          x[size_t(i * k)] = 0x1p-76f;
+          x[size_t(i * k + 1)] = 0x1p-63f;
+          for (int64_t j = 0; j < n; ++j) {
+            w[size_t(j * k + 1)] = uint16_t((u16(rng) & 0x8000) | (0x2000 + u16(rng) % 4));
+            w[size_t(j * k)] = uint16_t((u16(rng) & 0x8000) | (0x1980 + u16(rng) % 0x200));
+          }
+        }
+      std::vector<float> ref(size_t(m * n)), got(ref.size());
+      matmul_bf16_isa(Isa::kScalar, x.data(), m, k, w.data(), n, ref.data(), nullptr);
+      for (Isa isa : fast_isas())
+        for (Bf16Gemm v : {Bf16Gemm::kDpbf16, Bf16Gemm::kFma}) {
+          std::fill(got.begin(), got.end(), -1.0f);
+          matmul_bf16_variant(isa, v, x.data(), m, k, w.data(), n, got.data(), nullptr);
+          EXPECT_TRUE(same_bits(ref, got)) << isa_name(isa) << " " << bf16_gemm_name(v) << " m=" << m << " k=" << k;
+          ++checked;
+        }
+    }
+  }
+  // Ordinary values over tile edges (8 x 3 FMA tiles, 64-row blocks) and a long k.
+  ThreadPool pool(2);
+  for (int64_t k : {33, 1000}) {
+    for (int64_t m : {3, 64, 70}) {
+      const int64_t n = 41;
+      auto x = random_f32(m * k, uint32_t(m + k)), w = random_f32(n * k, uint32_t(m * k));
+      auto wb = to_bf16(w);
+      std::vector<float> ref(size_t(m * n)), got(ref.size());
+      matmul_bf16_isa(Isa::kScalar, x.data(), m, k, wb.data(), n, ref.data(), nullptr);
+      for (Isa isa : fast_isas())
+        for (Bf16Gemm v : {Bf16Gemm::kDpbf16, Bf16Gemm::kFma})
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            matmul_bf16_variant(isa, v, x.data(), m, k, wb.data(), n, got.data(), p);
+            EXPECT_TRUE(same_bits(ref, got)) << isa_name(isa) << " " << bf16_gemm_name(v) << " m=" << m << " k=" << k;
+            ++checked;
+          }
+    }
+  }
+  EXPECT_EQ(checked, 64 * int(fast_isas().size()));
+  // The automatic choice is one of the two, and stays fixed for the process.
+  const Bf16Gemm c = bf16_gemm_choice();
+  EXPECT_TRUE(c == Bf16Gemm::kDpbf16 || c == Bf16Gemm::kFma);
+  EXPECT_EQ(bf16_gemm_choice(), c);
+}
+
 TEST(KernelsGemm, VariantsMatchReferenceBitExact) {
   const std::vector<int64_t> ks = {1, 3, 15, 16, 17, 31, 33, 100, 257, 2048};
   const std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 33, 64};

@@ -1,6 +1,10 @@
 // Dispatch, x conversion and the split over output columns for matmul.h.
 #include "kernels/cpu/matmul.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -47,7 +51,68 @@ const uint16_t* to_bf16_padded(const float* x, int64_t m, int64_t k, int64_t ldx
   return xb;
 }
 
+// As to_bf16_padded, with each 32-element chunk stored as its 16 odd elements then its
+// 16 even ones, as f32 (matmul_impl.h's split layout).
+const float* to_bf16_split(const float* x, int64_t m, int64_t k, int64_t ldx) {
+  thread_local std::vector<float> scratch;  // [m, ldx]
+  if (int64_t(scratch.size()) < m * ldx) scratch.resize(m * ldx);
+  float* xs = scratch.data();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t c = 0; c < ldx; c += kBf16Chunk)
+      for (int64_t l = 0; l < kBf16Chunk / 2; ++l) {
+        const int64_t odd = c + 2 * l + 1, even = c + 2 * l;
+        xs[i * ldx + c + l] = odd < k ? bf16_to_f32(f32_to_bf16(x[i * k + odd])) : 0.0f;
+        xs[i * ldx + c + kBf16Chunk / 2 + l] = even < k ? bf16_to_f32(f32_to_bf16(x[i * k + even])) : 0.0f;
+      }
+  return xs;
+}
+
+// Times both AVX-512 bf16 GEMM variants on one in-cache problem (48 rows, 96 columns,
+// k = 1024: 9.4 MFLOP each), best of 5, and keeps the faster.
+Bf16Gemm measure_bf16_gemm() {
+  if (!isa_supported(Isa::kAvx512)) return Bf16Gemm::kDpbf16;
+  const int64_t m = 48, n = 96, k = 1024;
+  std::vector<float> x(size_t(m * k)), y(size_t(m * n));
+  std::vector<uint16_t> w(size_t(n * k));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) * 0.125f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(float(int(i % 7) - 3) * 0.25f);
+  auto best = [&](Bf16Gemm v) {
+    double t = 1e30;
+    for (int rep = 0; rep < 6; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      matmul_bf16_variant(Isa::kAvx512, v, x.data(), m, k, w.data(), n, y.data(), nullptr);
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (rep > 0) t = std::min(t, dt);  // the first run warms caches
+    }
+    return t;
+  };
+  const double dp = best(Bf16Gemm::kDpbf16), fma = best(Bf16Gemm::kFma);
+  return fma < dp ? Bf16Gemm::kFma : Bf16Gemm::kDpbf16;
+}
+
 }  // namespace
+
+const char* bf16_gemm_name(Bf16Gemm v) {
+  switch (v) {
+    case Bf16Gemm::kAuto: return "auto";
+    case Bf16Gemm::kDpbf16: return "vdpbf16ps";
+    case Bf16Gemm::kFma: return "fma";
+  }
+  return "?";
+}
+
+Bf16Gemm bf16_gemm_choice() {
+  static const Bf16Gemm choice = [] {
+    if (const char* e = std::getenv("GANNET_BF16_GEMM"); e && *e) {
+      const std::string v = e;
+      if (v == "fma") return Bf16Gemm::kFma;
+      if (v == "dpbf16") return Bf16Gemm::kDpbf16;
+      if (v != "auto") fail("GANNET_BF16_GEMM must be auto, dpbf16 or fma, got '", v, "'");
+    }
+    return measure_bf16_gemm();
+  }();
+  return choice;
+}
 
 void matmul_f32_isa(Isa isa, const float* x, int64_t m, int64_t k, const float* w, int64_t n,
                     float* y, ThreadPool* pool) {
@@ -59,9 +124,24 @@ void matmul_f32_isa(Isa isa, const float* x, int64_t m, int64_t k, const float* 
 
 void matmul_bf16_isa(Isa isa, const float* x, int64_t m, int64_t k, const uint16_t* w,
                      int64_t n, float* y, ThreadPool* pool) {
+  matmul_bf16_variant(isa, Bf16Gemm::kAuto, x, m, k, w, n, y, pool);
+}
+
+void matmul_bf16_variant(Isa isa, Bf16Gemm variant, const float* x, int64_t m, int64_t k, const uint16_t* w,
+                         int64_t n, float* y, ThreadPool* pool) {
   GANNET_CHECK(m >= 0 && k >= 0 && n >= 0, "m=", m, " k=", k, " n=", n);
+  GANNET_CHECK(isa_supported(isa), "kernel path ", isa_name(isa), " is not supported by this CPU");
   if (m == 0 || n == 0) return;
   const int64_t ldx = (k + kBf16Chunk - 1) / kBf16Chunk * kBf16Chunk;
+  // One row is the bandwidth-bound GEMV: vdpbf16ps reads the same bytes.
+  if (isa == Isa::kAvx512 && m > 1) {
+    if (variant == Bf16Gemm::kAuto) variant = bf16_gemm_choice();
+    if (variant == Bf16Gemm::kFma) {
+      const float* xs = to_bf16_split(x, m, k, ldx);
+      over_columns(m * n * k, n, pool, [&](int64_t b, int64_t e) { avx512::matmul_bf16_fma_cols(xs, ldx, m, k, w, b, e, y, n); });
+      return;
+    }
+  }
   const uint16_t* xb = to_bf16_padded(x, m, k, ldx);
   auto cols = pick_variant(isa, ref::matmul_bf16_cols, avx2::matmul_bf16_cols, avx512::matmul_bf16_cols);
   over_columns(m * n * k, n, pool, [&](int64_t b, int64_t e) { cols(xb, ldx, m, k, w, b, e, y, n); });

@@ -28,4 +28,16 @@ void matmul_f32_isa(Isa isa, const float* x, int64_t m, int64_t k, const float* 
 void matmul_bf16_isa(Isa isa, const float* x, int64_t m, int64_t k, const uint16_t* w,
                      int64_t n, float* y, ThreadPool* pool);
 
+// How AVX-512 computes a bf16 product of more than one row: vdpbf16ps, or two FMAs per
+// lane under DAZ/FTZ (same bits). kAuto takes what bf16_gemm_choice() measured.
+enum class Bf16Gemm { kAuto, kDpbf16, kFma };
+const char* bf16_gemm_name(Bf16Gemm v);
+void matmul_bf16_variant(Isa isa, Bf16Gemm variant, const float* x, int64_t m, int64_t k, const uint16_t* w,
+                         int64_t n, float* y, ThreadPool* pool);
+// The variant kAuto uses: GANNET_BF16_GEMM=dpbf16|fma if set, else the faster of the two
+// on a short in-cache run at first use (a few milliseconds, once per process): on some
+// CPUs vdpbf16ps issues at half the FMA rate, on others it is the faster. kDpbf16 where
+// AVX-512 BF16 is absent (the AVX2 path has its own FMA emulation).
+Bf16Gemm bf16_gemm_choice();
+
 }  // namespace gannet::kernels

@@ -1,11 +1,14 @@
 // AVX-512 matmul: register tiles of MR x rows by NR w rows, each output keeping its own
 // 16-lane accumulator, so every element follows the canonical order of canonical.h.
-// bf16 uses vdpbf16ps, whose arithmetic is what canonical.h specifies.
+// bf16 uses vdpbf16ps, whose arithmetic is what canonical.h specifies, or (prefill, where
+// the CPU's FMA units outrun it) two FMAs per lane under MXCSR DAZ/FTZ on x split into its
+// odd and even halves beforehand: the odd product then the even one, as the instruction.
 
 #include <algorithm>
 #include <array>
 #include <utility>
 
+#include "kernels/cpu/denormals.h"
 #include "kernels/cpu/matmul_impl.h"
 #include "kernels/cpu/simd_avx512.h"
 
@@ -80,6 +83,49 @@ void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, flo
     GANNET_UNROLL for (int j = 0; j < NR; ++j) y[i * ldy + j] = tree_reduce(acc[i][j]);
 }
 
+// FMA emulation of tile_bf16. xs: [MR, ldx] split (matmul_impl.h), 32 floats per chunk;
+// w: [NR, k] bf16. 24 accumulators + 6 decoded w registers; each x vector is an FMA's
+// memory operand, so x costs no register and no conversion here.
+constexpr int kFmaMr = 8, kFmaNr = 3;
+constexpr int64_t kFmaMBlock = 64;  // 64 split rows at k = 2048: 512 KiB of L2
+
+template <int MR, int NR>
+void tile_bf16_fma(const float* xs, int64_t ldx, const uint16_t* w, int64_t k, float* y, int64_t ldy) {
+  __m512 acc[MR][NR];
+  GANNET_UNROLL for (int i = 0; i < MR; ++i)
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  auto pin_all = [&] {
+    GANNET_UNROLL for (int i = 0; i < MR; ++i)
+      GANNET_UNROLL for (int j = 0; j < NR; ++j) pin(acc[i][j]);
+  };
+  auto step = [&](int64_t c, __mmask32 mk) {
+    __m512 wo[NR], we[NR];
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      const __m512i v = _mm512_maskz_loadu_epi16(mk, w + j * k + c);
+      wo[j] = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
+      we[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    }
+    GANNET_UNROLL for (int i = 0; i < MR; ++i) {
+      const float* xr = xs + i * ldx + c;
+      GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+        acc[i][j] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), wo[j], acc[i][j]);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), we[j], acc[i][j]);
+      }
+    }
+  };
+  const int64_t kfull = k / 32 * 32;
+  {
+    DenormalsAreZero daz;
+    pin_all();
+    for (int64_t c = 0; c < kfull; c += 32) step(c, ~__mmask32(0));
+    if (kfull < k) step(kfull, mask32(k - kfull));  // x is padded with +0 already
+    pin_all();
+  }
+  pin_all();  // the tree adds run with the caller's MXCSR, as after vdpbf16ps
+  GANNET_UNROLL for (int i = 0; i < MR; ++i)
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) y[i * ldy + j] = tree_reduce(acc[i][j]);
+}
+
 // f32_tile(mr, nr) / bf16_tile(mr, nr): the instantiation for an mr x nr (edge) tile.
 using TileF32 = void (*)(const float*, int64_t, const float*, float*, int64_t);
 using TileBf16 = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t);
@@ -105,6 +151,20 @@ TileF32 f32_tile(int64_t mr, int64_t nr) {
   return table[mr - 1][nr - 1];
 }
 
+using TileBf16Fma = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t);
+template <int MR, int... NR>
+constexpr std::array<TileBf16Fma, sizeof...(NR)> bf16_fma_row(std::integer_sequence<int, NR...>) {
+  return {tile_bf16_fma<MR, NR + 1>...};
+}
+template <int... MR>
+constexpr std::array<std::array<TileBf16Fma, kFmaNr>, sizeof...(MR)> bf16_fma_table(std::integer_sequence<int, MR...>) {
+  return {bf16_fma_row<MR + 1>(std::make_integer_sequence<int, kFmaNr>())...};
+}
+TileBf16Fma bf16_fma_tile(int64_t mr, int64_t nr) {
+  static constexpr auto table = bf16_fma_table(std::make_integer_sequence<int, kFmaMr>());
+  return table[mr - 1][nr - 1];
+}
+
 TileBf16 bf16_tile(int64_t mr, int64_t nr) {
   static constexpr auto table = bf16_table(std::make_integer_sequence<int, kBf16Mr>());
   return table[mr - 1][nr - 1];
@@ -123,6 +183,12 @@ GANNET_MATMUL_F32_COLS(matmul_f32_cols) {
 GANNET_MATMUL_BF16_COLS(matmul_bf16_cols) {
   walk_tiles(m, n0, n1, kGemvNr, kBf16MBlock, kBf16Mr, kBf16Nr, [&](int64_t i, int64_t j, int64_t mr, int64_t nr) {
     bf16_tile(mr, nr)(xb + i * ldx, ldx, w + j * k, k, y + i * ldy + j, ldy);
+  });
+}
+
+GANNET_MATMUL_BF16_SPLIT_COLS(matmul_bf16_fma_cols) {
+  walk_tiles(m, n0, n1, kFmaNr, kFmaMBlock, kFmaMr, kFmaNr, [&](int64_t i, int64_t j, int64_t mr, int64_t nr) {
+    bf16_fma_tile(mr, nr)(xs + i * ldx, ldx, w + j * k, k, y + i * ldy + j, ldy);
   });
 }
 

@@ -15,6 +15,14 @@ namespace gannet::kernels {
   void name(const uint16_t* xb, int64_t ldx, int64_t m, int64_t k, const uint16_t* w,    \
             int64_t n0, int64_t n1, float* y, int64_t ldy)
 
+// xs: [m, ldx] f32: x rounded to bf16, then each 32-element chunk stored as its 16 odd
+// elements followed by its 16 even ones (the high and low halves of vdpbf16ps's lane
+// pairs), zero-padded from k to ldx; w: [n, k] bf16. For kernels that emulate vdpbf16ps
+// with two FMAs per lane (to_bf16_split in matmul.cpp makes xs).
+#define GANNET_MATMUL_BF16_SPLIT_COLS(name)                                              \
+  void name(const float* xs, int64_t ldx, int64_t m, int64_t k, const uint16_t* w,       \
+            int64_t n0, int64_t n1, float* y, int64_t ldy)
+
 // Walks the output block y[0:m, n0:n1] in register tiles, calling run(i, j, mr, nr) for
 // the tile of rows i..i+mr-1 and columns j..j+nr-1. One row (decode) streams gemv_nr
 // columns per tile; more rows go in m-blocks of `mblock` rows (kept in cache while the w
@@ -45,6 +53,9 @@ GANNET_MATMUL_BF16_COLS(matmul_bf16_cols);
 namespace avx512 {
 GANNET_MATMUL_F32_COLS(matmul_f32_cols);
 GANNET_MATMUL_BF16_COLS(matmul_bf16_cols);
+// The same bits as matmul_bf16_cols from FMAs under DAZ/FTZ (m > 1 only): faster where
+// the FMA units outrun vdpbf16ps (measured at start-up, matmul.cpp).
+GANNET_MATMUL_BF16_SPLIT_COLS(matmul_bf16_fma_cols);
 }  // namespace avx512
 
 }  // namespace gannet::kernels

@@ -14,6 +14,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/cpu/denormals.h"
+
 #include <cstdint>
 
 #include "kernels/cpu/exp.h"
@@ -66,18 +68,6 @@ inline __m256i mask8(int64_t n) {
 // MXCSR changes below, which GCC does not treat as ordering floating-point math).
 inline void pin(__m256& v) { asm volatile("" : "+x"(v)); }
 
-// vdpbf16ps reads denormal inputs as zero and flushes tiny results; plain FMAs do the
-// same with MXCSR.DAZ and MXCSR.FTZ set (tininess after rounding, signed zero), which
-// was checked against the hardware instruction. Restores MXCSR on destruction.
-class DenormalsAreZero {
- public:
-  DenormalsAreZero() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
-  ~DenormalsAreZero() { _mm_setcsr(saved_); }
-  DenormalsAreZero(const DenormalsAreZero&) = delete;
-  DenormalsAreZero& operator=(const DenormalsAreZero&) = delete;
-
- private:
-  unsigned saved_;
-};
+using kernels::DenormalsAreZero;  // denormals.h
 
 }  // namespace gannet::kernels::avx2

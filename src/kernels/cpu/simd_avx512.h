@@ -23,6 +23,10 @@
 
 namespace gannet::kernels::avx512 {
 
+// Keeps the compiler from moving arithmetic on v across this point (fences the MXCSR
+// changes of denormals.h, which GCC does not treat as ordering floating-point math).
+inline void pin(__m512& v) { asm volatile("" : "+v"(v)); }
+
 // Canonical tree over the 16 lanes: l += l+8, l+4, l+2, l+1.
 inline float tree_reduce(__m512 v) {
   __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
