@@ -8,7 +8,6 @@
 #include <array>
 #include <utility>
 
-#include "kernels/cpu/denormals.h"
 #include "kernels/cpu/matmul_impl.h"
 #include "kernels/cpu/simd_avx512.h"
 
@@ -84,46 +83,54 @@ void tile_bf16(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, flo
 }
 
 // FMA emulation of tile_bf16. xs: [MR, ldx] split (matmul_impl.h), 32 floats per chunk;
-// w: [NR, k] bf16. 24 accumulators + 6 decoded w registers; each x vector is an FMA's
-// memory operand, so x costs no register and no conversion here.
-constexpr int kFmaMr = 8, kFmaNr = 3;
+// w: [NR, k] bf16. 16 accumulators + 8 decoded w registers (wider tiles spill or, with
+// 8 x rows, overflow L1); each x vector is an FMA's memory operand, so x costs no register
+// and no conversion here. On the 2-core Xeon VM this measured level with vdpbf16ps, not
+// the 2x its FMA peak suggests; bf16_gemm_choice() keeps whichever is faster.
+constexpr int kFmaMr = 4, kFmaNr = 4;
 constexpr int64_t kFmaMBlock = 64;  // 64 split rows at k = 2048: 512 KiB of L2
+
+// One 32-element chunk of tile_bf16_fma into acc (no lambdas: the accumulators must stay
+// in registers, and GCC keeps arrays captured by reference in memory).
+template <int MR, int NR>
+inline void bf16_fma_chunk(const float* xs, int64_t ldx, const uint16_t* w, int64_t k, int64_t c, __mmask32 mk,
+                           __m512 (&acc)[MR][NR]) {
+  __m512 wo[NR], we[NR];
+  GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+    const __m512i v = _mm512_maskz_loadu_epi16(mk, w + j * k + c);
+    wo[j] = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
+    we[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  }
+  GANNET_UNROLL for (int i = 0; i < MR; ++i) {
+    const float* xr = xs + i * ldx + c;
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      acc[i][j] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), wo[j], acc[i][j]);
+      acc[i][j] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), we[j], acc[i][j]);
+    }
+  }
+}
 
 template <int MR, int NR>
 void tile_bf16_fma(const float* xs, int64_t ldx, const uint16_t* w, int64_t k, float* y, int64_t ldy) {
   __m512 acc[MR][NR];
   GANNET_UNROLL for (int i = 0; i < MR; ++i)
     GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  auto pin_all = [&] {
-    GANNET_UNROLL for (int i = 0; i < MR; ++i)
-      GANNET_UNROLL for (int j = 0; j < NR; ++j) pin(acc[i][j]);
-  };
-  auto step = [&](int64_t c, __mmask32 mk) {
-    __m512 wo[NR], we[NR];
-    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
-      const __m512i v = _mm512_maskz_loadu_epi16(mk, w + j * k + c);
-      wo[j] = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
-      we[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-    }
-    GANNET_UNROLL for (int i = 0; i < MR; ++i) {
-      const float* xr = xs + i * ldx + c;
-      GANNET_UNROLL for (int j = 0; j < NR; ++j) {
-        acc[i][j] = _mm512_fmadd_ps(_mm512_loadu_ps(xr), wo[j], acc[i][j]);
-        acc[i][j] = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), we[j], acc[i][j]);
-      }
-    }
-  };
   const int64_t kfull = k / 32 * 32;
-  {
-    DenormalsAreZero daz;
-    pin_all();
-    for (int64_t c = 0; c < kfull; c += 32) step(c, ~__mmask32(0));
-    if (kfull < k) step(kfull, mask32(k - kfull));  // x is padded with +0 already
-    pin_all();
-  }
-  pin_all();  // the tree adds run with the caller's MXCSR, as after vdpbf16ps
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040u);  // DAZ | FTZ (denormals.h)
   GANNET_UNROLL for (int i = 0; i < MR; ++i)
-    GANNET_UNROLL for (int j = 0; j < NR; ++j) y[i * ldy + j] = tree_reduce(acc[i][j]);
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) pin(acc[i][j]);
+  for (int64_t c = 0; c < kfull; c += 32) bf16_fma_chunk<MR, NR>(xs, ldx, w, k, c, ~__mmask32(0), acc);
+  if (kfull < k) bf16_fma_chunk<MR, NR>(xs, ldx, w, k, kfull, mask32(k - kfull), acc);  // x is padded with +0
+  GANNET_UNROLL for (int i = 0; i < MR; ++i)
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) pin(acc[i][j]);
+  _mm_setcsr(saved);
+  // The tree adds run with the caller's MXCSR, as after vdpbf16ps.
+  GANNET_UNROLL for (int i = 0; i < MR; ++i)
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      pin(acc[i][j]);
+      y[i * ldy + j] = tree_reduce(acc[i][j]);
+    }
 }
 
 // f32_tile(mr, nr) / bf16_tile(mr, nr): the instantiation for an mr x nr (edge) tile.
@@ -187,9 +194,20 @@ GANNET_MATMUL_BF16_COLS(matmul_bf16_cols) {
 }
 
 GANNET_MATMUL_BF16_SPLIT_COLS(matmul_bf16_fma_cols) {
-  walk_tiles(m, n0, n1, kFmaNr, kFmaMBlock, kFmaMr, kFmaNr, [&](int64_t i, int64_t j, int64_t mr, int64_t nr) {
-    bf16_fma_tile(mr, nr)(xs + i * ldx, ldx, w + j * k, k, y + i * ldy + j, ldy);
-  });
+  // x tiles (split f32, twice the bytes of bf16) stay in L1 while a block of w rows sized
+  // for L2 streams past: half the L2 traffic per multiply-add of the opposite order.
+  const int64_t nblock = std::max<int64_t>(kFmaNr, (int64_t(768) << 10) / std::max<int64_t>(1, 2 * k) / kFmaNr * kFmaNr);
+  for (int64_t mb = 0; mb < m; mb += kFmaMBlock) {
+    const int64_t me = std::min(m, mb + kFmaMBlock);
+    for (int64_t nb = n0; nb < n1; nb += nblock) {
+      const int64_t ne = std::min(n1, nb + nblock);
+      for (int64_t i = mb; i < me; i += kFmaMr) {
+        const int64_t mr = std::min<int64_t>(kFmaMr, me - i);
+        for (int64_t j = nb; j < ne; j += kFmaNr)
+          bf16_fma_tile(mr, std::min<int64_t>(kFmaNr, ne - j))(xs + i * ldx, ldx, w + j * k, k, y + i * ldy + j, ldy);
+      }
+    }
+  }
 }
 
 }  // namespace gannet::kernels::avx512
