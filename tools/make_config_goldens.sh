@@ -11,13 +11,13 @@ PY=${PY:-.venv-golden/bin/python}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-golden() {  # name arch dtype overrides; ONLY=name regenerates just that one
-  local name=$1 arch=$2 dtype=$3 overrides=$4
+golden() {  # name arch dtype overrides [extra make_goldens.py flags]; ONLY=name: just that one
+  local name=$1 arch=$2 dtype=$3 overrides=$4 extra=${5:-}
   if [[ -n "${ONLY:-}" && "$ONLY" != "$name" ]]; then return; fi
   "$GANNET" make-model --arch "$arch" --preset tiny --seed 3 --dtype "$dtype" \
       --config-overrides "$overrides" --out "$tmp/$name" 2>/dev/null
   "$PY" tools/make_goldens.py --model "$tmp/$name" --name "$name" --threads 2 \
-      --make-model "$arch:tiny:3" --make-model-dtype "$dtype" --make-model-overrides "$overrides"
+      --make-model "$arch:tiny:3" --make-model-dtype "$dtype" --make-model-overrides "$overrides" $extra
 }
 
 # head_dim 24 (hidden/heads = 16), MHA (kv heads = heads), odd ffn, untied, f16 weights,
@@ -50,3 +50,7 @@ golden cfg-llama-fp8 llama fp8 '{"hidden_size": 128, "num_attention_heads": 2, "
   "head_dim": 64, "intermediate_size": 256}'
 # int8 with one scale per output row (compressed-tensors channel scheme), Qwen3 q/k norms.
 golden cfg-qwen3-int8 qwen3 int8 '{"intermediate_size": 200}'
+# The same FP8 model with --exact-activations: each FP8 linear's input fake-quantized to
+# E4M3 per 128 (f32 scales), by a hook in the reference.
+golden cfg-llama-fp8-exact llama fp8 '{"hidden_size": 128, "num_attention_heads": 2, "num_key_value_heads": 2,
+  "head_dim": 64, "intermediate_size": 256}' --exact-activations

@@ -114,6 +114,56 @@ def dequantize_int8_checkpoint(src, dst):
             shutil.copy(path, os.path.join(dst, f))
 
 
+def fq8_rows(x, block, pow2):
+    """FQ8 of deepseek-v4-architecture.md §3.3 on the last dimension, in float32 (numpy and
+    ml_dtypes, independent of gannet's C++)."""
+    import ml_dtypes
+    import numpy as np
+
+    f32 = np.float32
+    a = x.detach().to("cpu").numpy().astype(f32)
+    flat = a.reshape(-1, a.shape[-1])
+    out = flat.copy()
+    for r in range(flat.shape[0]):
+        for b0 in range(0, flat.shape[1], block):
+            v = flat[r, b0:b0 + block]
+            amax = np.maximum(np.max(np.abs(v)), f32(1e-4)).astype(f32)
+            s = (amax * f32(1.0 / 448.0)).astype(f32)
+            if pow2:
+                bits = np.asarray(s, dtype=f32).view(np.uint32)
+                e = int((bits >> 23) & 0xFF) - 127 + int((bits & 0x7FFFFF) != 0)
+                s = f32(np.ldexp(f32(1), e))
+            q = np.clip((v / s).astype(f32), f32(-448), f32(448)).astype(ml_dtypes.float8_e4m3fn).astype(f32)
+            out[r, b0:b0 + block] = (q * s).astype(f32)
+    import torch
+    return torch.from_numpy(out.reshape(a.shape))
+
+
+def add_fp8_activation_hooks(model, model_dir):
+    """Registers a pre-hook on every linear whose checkpoint weight is FP8 E4M3."""
+    from safetensors import safe_open
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        q = json.load(f).get("quantization_config") or {}
+    if q.get("quant_method") != "fp8":
+        sys.exit("error: --exact-activations needs an FP8 checkpoint")
+    block = int((q.get("weight_block_size") or [128, 128])[1])
+    pow2 = q.get("scale_fmt") == "ue8m0"
+    fp8 = set()
+    for f in os.listdir(model_dir):
+        if f.endswith(".safetensors"):
+            with safe_open(os.path.join(model_dir, f), framework="pt") as st:
+                for k in st.keys():
+                    if k.endswith(".weight") and str(st.get_slice(k).get_dtype()) in ("F8_E4M3", "float8_e4m3fn"):
+                        fp8.add(k[: -len(".weight")])
+    hooked = 0
+    for name, mod in model.named_modules():
+        if name in fp8:
+            mod.register_forward_pre_hook(lambda m, inp: (fq8_rows(inp[0], block, pow2),))
+            hooked += 1
+    if hooked != len(fp8):
+        sys.exit(f"error: hooked {hooked} linears, the checkpoint has {len(fp8)} FP8 weights")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="checkpoint directory (config.json, safetensors, tokenizer)")
@@ -135,6 +185,10 @@ def main(argv=None):
     ap.add_argument("--make-model-overrides", metavar="JSON",
                     help="record the --config-overrides DIR was made with (with --make-model)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    ap.add_argument("--exact-activations", action="store_true",
+                    help="FP8 checkpoints: fake-quantize each FP8 linear's input rows to E4M3 per "
+                         "weight_block_size block (power-of-two scales with scale_fmt ue8m0), as "
+                         "`gannet --exact-activations on` and the GPU kernels do")
     args = ap.parse_args(argv)
     make_model = None
     if args.make_model:
@@ -181,6 +235,8 @@ def main(argv=None):
         sys.exit(f"error: checkpoint does not load cleanly: {bad}")
     model.eval()
     model.to("cpu")
+    if args.exact_activations:
+        add_fp8_activation_hooks(model, args.model)
     cfg = model.config
     if any(p.dtype != torch.float32 for p in model.parameters()):
         sys.exit("error: model parameters are not all float32")
@@ -304,6 +360,7 @@ def main(argv=None):
         "greedy_ids": greedy,
         "greedy_margins": f32_text(np.asarray(greedy_margins, dtype=np.float32)),
         "tolerance": {"abs": 1e-3, "rel": 1e-3},
+        **({"exact_activations": True} if args.exact_activations else {}),
     }
     for v in golden["logsumexp"]:
         if not math.isfinite(v):

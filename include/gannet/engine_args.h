@@ -24,6 +24,10 @@ struct EngineArgs {
   // Convert float linear weights at load: "" or "none" (keep as stored), "fp8" (E4M3 with
   // 128x128 f32 block scales) or "int8" (one f32 scale per output row).
   std::string quantize;
+  // Fake-quantize activations to FP8 before FP8/MXFP4 products, as the GPU kernels and the
+  // DeepSeek-V4 reference do (ModelConfig::exact_activations). --exact-activations on|off,
+  // GANNET_EXACT_ACTIVATIONS.
+  bool exact_activations = false;
   bool quiet = false;                  // no start-up report or progress bars
 
   // Applies GANNET_<NAME> environment variables (names upper-cased, '-' as '_').

@@ -37,6 +37,7 @@ const char* kUsage =
     "  --max-model-len N            context limit (default: the model's)\n"
     "  --async-scheduling on|off    plan step N+1 while step N runs (default on)\n"
     "  --quantize none|fp8|int8     convert float linear weights at load (default none)\n"
+    "  --exact-activations on|off   FP8-quantize activations before FP8/MXFP4 products (default off)\n"
     "output:\n"
     "  --json             one JSON line per prompt: prompt, text, token_ids, finish_reason, ...\n"
     "\n"
@@ -53,7 +54,7 @@ int cmd_generate(const Args& args) {
           {"model", "prompt", "prompts", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "threads", "n",
            "stop",
            "logprobs", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
-           "async-scheduling", "quantize"},
+           "async-scheduling", "quantize", "exact-activations"},
           {"json", "help"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
@@ -96,6 +97,7 @@ int cmd_generate(const Args& args) {
     ea.max_model_len = f.get_int_in("max-model-len", ea.max_model_len, 1, 1 << 24);
     if (auto a = f.get("async-scheduling")) ea.async_scheduling = parse_on_off("--async-scheduling", *a);
     if (auto q = f.get("quantize")) ea.quantize = *q;
+    if (auto a = f.get("exact-activations")) ea.exact_activations = parse_on_off("--exact-activations", *a);
     ea.validate();
   } catch (const UsageError&) {
     throw;

@@ -38,6 +38,7 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   pool_ = std::make_unique<ThreadPool>(threads);
   io::ModelConfig cfg = io::load_model_config(args_.model);
   cfg.quantize_at_load = io::parse_quantize_flag(args_.quantize);
+  cfg.exact_activations = args_.exact_activations;
   checkpoint_ = std::make_unique<io::Checkpoint>(args_.model);
   {
     // Weights are read in once at start-up whatever the logging, so the first requests do

@@ -61,6 +61,7 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_BLOCK_SIZE")) block_size = int(to_int("GANNET_BLOCK_SIZE", v));
   if (auto v = env("GANNET_MAX_MODEL_LEN")) max_model_len = to_int("GANNET_MAX_MODEL_LEN", v);
   if (auto v = env("GANNET_QUANTIZE")) quantize = v;
+  if (auto v = env("GANNET_EXACT_ACTIVATIONS")) exact_activations = parse_on_off("GANNET_EXACT_ACTIVATIONS", v);
   if (auto v = env("GANNET_ASYNC_SCHEDULING")) async_scheduling = parse_on_off("GANNET_ASYNC_SCHEDULING", v);
 }
 
@@ -83,7 +84,8 @@ std::string EngineArgs::describe() const {
      << " block_size=" << block_size << " max_model_len=" << (max_model_len ? std::to_string(max_model_len) : std::string("model"))
      << " chunked_prefill=" << (enable_chunked_prefill ? "on" : "off") << " watermark=" << watermark
      << " async_scheduling=" << (async_scheduling ? "on" : "off")
-     << " quantize=" << (quantize.empty() ? std::string("none") : quantize);
+     << " quantize=" << (quantize.empty() ? std::string("none") : quantize)
+     << " exact_activations=" << (exact_activations ? "on" : "off");
   return os.str();
 }
 

@@ -41,6 +41,11 @@ struct ModelConfig {
   // Not from config.json: `--quantize fp8|int8` asks the loader to convert the float
   // linears it finds (kNone: keep them as stored).
   WeightQuantization::Method quantize_at_load = WeightQuantization::Method::kNone;
+  // Not from config.json: `--exact-activations on` fake-quantizes each activation row to
+  // FP8 E4M3 before every FP8 or MXFP4 product, per block of the weight's block_k
+  // (power-of-two scales when quantization_config.scale_fmt is ue8m0), as the GPU kernels
+  // of FP8 checkpoints and the DeepSeek-V4 reference do (deepseek-v4-architecture.md §3.3).
+  bool exact_activations = false;
   std::string torch_dtype;      // dtype / torch_dtype: storage hint, compute is float32
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;

@@ -37,13 +37,16 @@ WeightQuantization parse_fp8(const json& q, const std::string& file) {
             {"quant_method", "activation_scheme", "weight_block_size", "fmt", "scale_fmt", "modules_to_not_convert",
              "dequantize"},
             file, w);
-  // scale_fmt "ue8m0" (DeepSeek-V3.1 and later) rounds the GPU kernel's activation scales to
-  // powers of two; activations are not quantized here, and the weight scales are read as
-  // their tensors store them.
-  if (q.contains("scale_fmt") && !q["scale_fmt"].is_null()) expect_value(q["scale_fmt"], "ue8m0", file, w + "scale_fmt");
   WeightQuantization out;
   out.method = WeightQuantization::Method::kFp8Block;
   out.block = 128;
+  // scale_fmt "ue8m0" (DeepSeek-V3.1 and later) rounds the GPU kernel's activation scales to
+  // powers of two: honoured by the exact activation mode (--exact-activations); the weight
+  // scales are read as their tensors store them.
+  if (q.contains("scale_fmt") && !q["scale_fmt"].is_null()) {
+    expect_value(q["scale_fmt"], "ue8m0", file, w + "scale_fmt");
+    out.pow2_activation_scales = true;
+  }
   if (q.contains("activation_scheme") && !q["activation_scheme"].is_null())
     expect_value(q["activation_scheme"], "dynamic", file, w + "activation_scheme");
   if (q.contains("fmt") && !q["fmt"].is_null()) expect_value(q["fmt"], "e4m3", file, w + "fmt");

@@ -19,6 +19,9 @@ struct WeightQuantization {
   enum class Method { kNone, kFp8Block, kInt8Row };
   Method method = Method::kNone;
   int64_t block = 0;  // kFp8Block: weight_block_size
+  // kFp8Block: scale_fmt "ue8m0": the GPU kernel rounds activation scales up to powers of
+  // two (used by the exact activation mode only).
+  bool pow2_activation_scales = false;
 };
 
 // The --quantize / GANNET_QUANTIZE value: "" or "none", "fp8", "int8"; throws naming the flag.

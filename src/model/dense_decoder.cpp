@@ -40,6 +40,8 @@ DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckp
   LinearLoad load;
   if (cfg.quantization.method == io::WeightQuantization::Method::kFp8Block) load.fp8_block = cfg.quantization.block;
   load.quantize = cfg.quantize_at_load;
+  load.exact_activations = cfg.exact_activations;
+  load.pow2_activation_scales = cfg.quantization.pow2_activation_scales;
   LinearLoad embed_load = load;  // the embedding is gathered, not multiplied: kept as stored
   embed_load.quantize = io::WeightQuantization::Method::kNone;
   embed_ = Linear(ckpt, "model.embed_tokens.weight", cfg.vocab_size, h, "", embed_load);

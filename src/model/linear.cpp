@@ -1,6 +1,7 @@
 #include "model/linear.h"
 
 #include "core/error.h"
+#include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/packed_quantize.h"
@@ -48,6 +49,10 @@ Linear::Linear(const io::Checkpoint& ckpt, const std::string& name, int64_t out,
       reinterpret_cast<uintptr_t>(w_.data) % (w_.format == WeightFormat::kF32 ? 4 : 2) != 0)
     fail(ckpt.dir(), ": tensor '", name, "' is not aligned to its element size");
   if (load.quantize != io::WeightQuantization::Method::kNone) quantize(load.quantize, name);
+  if (load.exact_activations && (w_.format == WeightFormat::kFp8Block || w_.format == WeightFormat::kMxfp4)) {
+    act_block_ = w_.block_k;
+    act_pow2_ = load.pow2_activation_scales || w_.format == WeightFormat::kMxfp4;
+  }
   if (!bias_name.empty()) bias_ = load_vector_f32(ckpt, bias_name, out);
 }
 
@@ -76,7 +81,18 @@ void Linear::forward(const float* x, int64_t m, float* y, ThreadPool* pool) cons
       kernels::matmul_bf16(x, m, in, static_cast<const uint16_t*>(w_.data), out, y, pool);
       break;
     case WeightFormat::kF32: kernels::matmul_f32(x, m, in, static_cast<const float*>(w_.data), out, y, pool); break;
-    default: kernels::matmul_packed(x, m, w_, y, pool); break;
+    default:
+      if (act_block_ > 0) {
+        // Exact mode: the product sees the activations the FP8 kernel would (grows only).
+        thread_local std::vector<float> xq;
+        if (xq.size() < size_t(m * in)) xq.resize(size_t(m * in));
+        std::memcpy(xq.data(), x, size_t(m * in) * 4);
+        for (int64_t i = 0; i < m; ++i) kernels::fake_quant_fp8(xq.data() + i * in, in, act_block_, act_pow2_);
+        kernels::matmul_packed(xq.data(), m, w_, y, pool);
+      } else {
+        kernels::matmul_packed(x, m, w_, y, pool);
+      }
+      break;
   }
   if (!bias_.empty())
     for (int64_t i = 0; i < m; ++i)

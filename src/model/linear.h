@@ -21,6 +21,10 @@ struct LinearLoad {
   int64_t fp8_block = 0;  // quantization_config's weight_block_size; 0: inferred from the scales
   // Convert a float weight at load (kNone: keep it as stored). Packed weights stay as stored.
   io::WeightQuantization::Method quantize = io::WeightQuantization::Method::kNone;
+  // Exact activation mode (ModelConfig::exact_activations): FP8 and MXFP4 products first
+  // fake-quantize each x row to E4M3 per block of the weight's block_k (fake_quant.h).
+  bool exact_activations = false;
+  bool pow2_activation_scales = false;
 };
 
 class Linear {
@@ -52,6 +56,8 @@ class Linear {
   // shared by copies (a tied lm_head is a copy of the embedding).
   std::shared_ptr<const void> owned_;
   std::vector<float> bias_;
+  int64_t act_block_ = 0;  // > 0: exact activation mode, FQ8 per this many elements
+  bool act_pow2_ = false;
 };
 
 // Loads a 1-D f32 copy of a norm weight or bias of length n (any float dtype).

@@ -304,6 +304,12 @@ def test_quantized_checkpoints_and_load_time_quantization(gannet, tmp_path):
         plain, _ = _prompt_logprobs(gannet, q, tmp_path)
         assert max(abs(a - b) for a, b in zip(plain, ref)) < tol, (fmt, plain, ref)
         assert plain != ref  # the quantized weights really are used
+    # Exact activations change an FP8 model's results (the golden test checks the values).
+    exact, _ = _prompt_logprobs(gannet, tmp_path / "fp8", tmp_path, ["--exact-activations", "on"])
+    plain, _ = _prompt_logprobs(gannet, tmp_path / "fp8", tmp_path, ["--exact-activations", "off"])
+    assert exact != plain
+    p = gannet(["generate", "--model", str(f32), "--prompt", "x", "--exact-activations", "maybe"], check=False)
+    assert p.returncode == 2 and "--exact-activations must be on or off" in p.stderr
     p = gannet(["generate", "--model", str(f32), "--prompt", "x", "--quantize", "q4"], check=False)
     assert p.returncode == 2 and "--quantize must be none, fp8 or int8" in p.stderr
     p = gannet(["make-model", "--arch", "llama", "--dtype", "q4", "--out", str(tmp_path / "bad")], check=False)

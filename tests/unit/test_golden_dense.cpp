@@ -49,6 +49,7 @@ void check_golden(const std::string& name) {
   model::write_random_checkpoint(opt, dir.string());
 
   io::ModelConfig cfg = io::load_model_config(dir.string());
+  cfg.exact_activations = g.value("exact_activations", false);
   ASSERT_EQ(cfg.architecture, g["architecture"].get<std::string>());
   io::Checkpoint ckpt(dir.string());
   auto m = model::create_model(cfg, ckpt);
@@ -88,6 +89,7 @@ void check_golden(const std::string& name) {
   ea.threads = 2;
   ea.kv_cache_memory = 16ull << 20;
   ea.max_num_batched_tokens = 7;
+  ea.exact_activations = cfg.exact_activations;
   engine::Engine eng(ea);
   SamplingParams sp;
   sp.temperature = 0;
@@ -120,3 +122,6 @@ TEST(GoldenDense, Qwen2YarnTruncateGeluNew) { check_golden("cfg-qwen2-yarn-trunc
 // by tools/make_goldens.py (q * weight_scale per row) before transformers reads it.
 TEST(GoldenDense, LlamaFp8BlockScaled) { check_golden("cfg-llama-fp8"); }
 TEST(GoldenDense, Qwen3Int8PerRow) { check_golden("cfg-qwen3-int8"); }
+// --exact-activations: the reference fake-quantizes the input of every FP8 linear (FQ8, f32
+// scales per 128, tools/make_goldens.py --exact-activations) as the GPU kernel does.
+TEST(GoldenDense, LlamaFp8ExactActivations) { check_golden("cfg-llama-fp8-exact"); }

@@ -1,0 +1,90 @@
+// Fake quantization (fake_quant.h) against tests/golden/fake-quant.json, written from the
+// specification with numpy + ml_dtypes (tools/make_fake_quant_golden.py): every output bit.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "kernels/cpu/fake_quant.h"
+
+namespace gannet::kernels {
+namespace {
+
+nlohmann::json load_golden() {
+  const char* src = std::getenv("GANNET_SOURCE_DIR");
+  const std::filesystem::path p = std::filesystem::path(src ? src : ".") / "tests" / "golden" / "fake-quant.json";
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+std::vector<float> from_bits(const nlohmann::json& a) {
+  std::vector<float> v;
+  for (const auto& b : a) {
+    const uint32_t u = b.get<uint32_t>();
+    float f;
+    std::memcpy(&f, &u, 4);
+    v.push_back(f);
+  }
+  return v;
+}
+
+TEST(KernelsFakeQuant, MatchesNumpyMlDtypesReference) {
+  const nlohmann::json g = load_golden();
+  ASSERT_GE(g["cases"].size(), 8u);
+  int compared = 0;
+  for (const auto& c : g["cases"]) {
+    const std::vector<float> x = from_bits(c["x"]);
+    struct Op {
+      const char* name;
+      void (*run)(float*, int64_t);
+    };
+    const Op ops[] = {
+        {"fq8_b32", [](float* v, int64_t n) { fake_quant_fp8(v, n, 32, false); }},
+        {"fq8_pow2_b32", [](float* v, int64_t n) { fake_quant_fp8(v, n, 32, true); }},
+        {"fq8_pow2_b128", [](float* v, int64_t n) { fake_quant_fp8(v, n, 128, true); }},
+        {"fq4_b32", [](float* v, int64_t n) { fake_quant_fp4(v, n, 32); }},
+        {"fq4e_b16", [](float* v, int64_t n) { fake_quant_fp4_e4m3_scale(v, n, 16); }},
+    };
+    for (const Op& op : ops) {
+      std::vector<float> got = x;
+      op.run(got.data(), int64_t(got.size()));
+      const std::vector<float> want = from_bits(c[op.name]);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        uint32_t a, b;
+        std::memcpy(&a, &got[i], 4);
+        std::memcpy(&b, &want[i], 4);
+        ASSERT_EQ(a, b) << op.name << " element " << i << " of " << got.size() << ": x " << x[i] << " got " << got[i]
+                        << " want " << want[i];
+      }
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, int(g["cases"].size()) * 5);
+}
+
+TEST(KernelsFakeQuant, Pow2CeilFromBits) {
+  EXPECT_EQ(pow2_ceil(1.0f), 1.0f);
+  EXPECT_EQ(pow2_ceil(1.0000001f), 2.0f);
+  EXPECT_EQ(pow2_ceil(0.75f), 1.0f);
+  EXPECT_EQ(pow2_ceil(0x1p-20f), 0x1p-20f);
+  EXPECT_EQ(pow2_ceil(3e-7f), 0x1p-21f);
+}
+
+TEST(KernelsFakeQuant, NanPoisonsOnlyItsBlock) {
+  std::vector<float> x(64, 0.5f);
+  x[40] = NAN;
+  fake_quant_fp8(x.data(), 64, 32, true);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(x[size_t(i)], 0.5f);
+  for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(x[size_t(i)]));
+}
+
+}  // namespace
+}  // namespace gannet::kernels
