@@ -1,6 +1,8 @@
 #include "core/cpu_budget.h"
 #include "bench/engine_benches.h"
 
+#include "kernels/cpu/matmul.h"
+
 #include <algorithm>
 #include <numeric>
 #include <chrono>
@@ -13,6 +15,7 @@
 #include "engine/flops_estimator.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "kernels/cpu/matmul.h"
 
 namespace gannet::bench {
 
@@ -71,8 +74,17 @@ EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t ma
   return a;
 }
 
-double compute_peak(const Roofline& r, double elem_bytes) {
-  return elem_bytes <= 2.0 && r.bf16_dot_gflop_per_s > 0 ? r.bf16_dot_gflop_per_s : r.f32_fma_gflop_per_s;
+// The arithmetic peak the model's products run against: the bf16 dot peak when most
+// weight bytes are bf16 and the bf16 GEMM uses vdpbf16ps, the f32 FMA peak otherwise
+// (f32 weights, every packed format, and bf16 on its FMA route).
+double compute_peak(const Roofline& r, const model::Model& m) {
+  uint64_t total = 0, bf16 = 0;
+  for (const auto& [fmt, b] : m.weight_bytes_by_format()) {
+    total += b;
+    if (fmt == "bf16") bf16 += b;
+  }
+  const bool dp = 2 * bf16 > total && kernels::bf16_gemm_choice() == kernels::Bf16Gemm::kDpbf16;
+  return dp && r.bf16_dot_gflop_per_s > 0 ? r.bf16_dot_gflop_per_s : r.f32_fma_gflop_per_s;
 }
 
 }  // namespace
@@ -105,7 +117,9 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
   int64_t done_steps = 0;
   const int64_t total_steps = int64_t(o.batch_sizes.size()) * o.output_len;
   const double elem = weight_elem_bytes(o.model);
-  const engine::FlopsEstimator est(eng.model().config(), elem);
+  engine::FlopsEstimator est(eng.model().config(), elem);
+  est.set_streamed_weight_bytes(double(eng.model().weight_bytes() - eng.model().output_weight_bytes()),
+                                double(eng.model().output_weight_bytes()));
   for (int64_t b : o.batch_sizes) {
     SamplingParams p;
     p.temperature = 0;
@@ -154,7 +168,7 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
     row["read_gb_per_s"] = bw;
     row["pct_bandwidth"] = 100.0 * bytes / secs / 1e9 / bw;
     row["gflop_per_s"] = flops / secs / 1e9;
-    row["pct_compute_peak"] = 100.0 * flops / secs / 1e9 / compute_peak(roofline, elem);
+    row["pct_compute_peak"] = 100.0 * flops / secs / 1e9 / compute_peak(roofline, eng.model());
     // Host time per step the executor did not overlap: the wall time of the window minus
     // the executor's own time (steps are back to back, so the rest is scheduling,
     // sampling bookkeeping and output processing it waited for).
@@ -173,12 +187,15 @@ Report run_prefill_bench(const PrefillOptions& o, const Roofline& roofline) {
   const int64_t max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
   engine::Engine eng(engine_args(o, 1, max_len + 1, max_len));
   const double elem = weight_elem_bytes(o.model);
-  const engine::FlopsEstimator est(eng.model().config(), elem);
-  const double peak = compute_peak(roofline, elem);
+  engine::FlopsEstimator est(eng.model().config(), elem);
+  est.set_streamed_weight_bytes(double(eng.model().weight_bytes() - eng.model().output_weight_bytes()),
+                                double(eng.model().output_weight_bytes()));
+  const double peak = compute_peak(roofline, eng.model());
   Report rep;
   rep.bench = "prefill";
   rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
   rep.meta["compute_peak_gflop_per_s"] = peak;
+  rep.meta["bf16_gemm"] = kernels::bf16_gemm_name(kernels::bf16_gemm_choice());
   rep.meta["weight_bytes_per_element"] = elem;
   rep.columns = {{"prompt_len", "prompt", 0},  {"seconds", "seconds", 3},         {"tokens_per_s", "tok/s", 1},
                  {"gflop_per_s", "GFLOP/s", 1}, {"pct_compute_peak", "% peak", 1}};

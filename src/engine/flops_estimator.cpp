@@ -93,11 +93,13 @@ StepCost FlopsEstimator::step(const StepShape& shape) const {
   c.elementwise_flops = L * T * double(ls.elementwise_per_token) + double(kRmsNormFlops) * h * R;
   c.flops = c.matmul_flops + c.attention_flops + c.softmax_flops + c.elementwise_flops;
 
-  c.weight_bytes = L * double(ls.linear_params) * weight_elem_bytes_  // layer linears
+  const double linears = layer_linear_bytes_ >= 0 ? layer_linear_bytes_ : L * double(ls.linear_params) * weight_elem_bytes_;
+  const double lm_head = lm_head_bytes_ >= 0 ? lm_head_bytes_ : V * h * weight_elem_bytes_;
+  c.weight_bytes = linears                                            // layer linears
                    + L * double(ls.norm_elems + ls.bias_elems) * 4.0  // f32 norms and biases
                    + T * h * weight_elem_bytes_;                      // embedding gather
   // The final norm and the vocabulary projection run only for logit rows.
-  if (logit_rows > 0) c.weight_bytes += h * 4.0 + V * h * weight_elem_bytes_;
+  if (logit_rows > 0) c.weight_bytes += h * 4.0 + lm_head;
   c.kv_read_bytes = L * double(kv_positions) * 2.0 * kv_row * kv_elem_bytes_;
   c.kv_write_bytes = L * T * 2.0 * kv_row * kv_elem_bytes_;
   // activation_bytes stays 0 and moe_expert_bytes is 0 for dense models (see the header).
@@ -120,6 +122,13 @@ StepCost FlopsEstimator::prefill(int64_t prompt_len) const {
 double FlopsEstimator::flops_per_token_dense() const {
   return 2.0 * (double(cfg_.num_hidden_layers) * double(layer_shape(cfg_).linear_params) +
                 double(cfg_.vocab_size) * double(cfg_.hidden_size));
+}
+
+void FlopsEstimator::set_streamed_weight_bytes(double layer_linears, double lm_head) {
+  if (!(layer_linears >= 0) || !(lm_head >= 0))
+    fail("flops estimator: streamed weight bytes must be >= 0 (", layer_linears, ", ", lm_head, ")");
+  layer_linear_bytes_ = layer_linears;
+  lm_head_bytes_ = lm_head;
 }
 
 }  // namespace gannet::engine

@@ -88,10 +88,15 @@ class FlopsEstimator {
   StepCost prefill(int64_t prompt_len) const;
   // 2 * matmul weights one token multiplies (all layers plus lm_head); no attention.
   double flops_per_token_dense() const;
+  // The bytes the loaded model really streams, when its linears are not all of one element
+  // size (quantized or converted weights, scales included): all layers' linears together,
+  // and the vocabulary projection. Replaces params x weight_elem_bytes for those two.
+  void set_streamed_weight_bytes(double layer_linears, double lm_head);
 
  private:
   io::ModelConfig cfg_;
   double weight_elem_bytes_, kv_elem_bytes_;
+  double layer_linear_bytes_ = -1, lm_head_bytes_ = -1;  // < 0: from the element size
 };
 
 }  // namespace gannet::engine

@@ -24,6 +24,7 @@ class DenseDecoder final : public Model {
   void forward(const Batch& batch, const CacheViews& cache, float* logits, ThreadPool* pool) override;
   uint64_t weight_bytes() const override;
   std::map<std::string, uint64_t> weight_bytes_by_format() const override;
+  uint64_t output_weight_bytes() const override { return lm_head_.bytes(); }
 
  private:
   struct Layer {

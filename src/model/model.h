@@ -51,6 +51,8 @@ class Model {
   virtual uint64_t weight_bytes() const = 0;
   // The same bytes split by storage format ("bf16", "fp8-block", "int8-row", ...).
   virtual std::map<std::string, uint64_t> weight_bytes_by_format() const = 0;
+  // Of weight_bytes(): the vocabulary projection's (read only for rows that need logits).
+  virtual uint64_t output_weight_bytes() const = 0;
 };
 
 using ModelFactory =

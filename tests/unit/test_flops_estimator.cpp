@@ -274,3 +274,21 @@ TEST(FlopsEstimator, RejectsNonDenseConfigs) {
 }
 
 }  // namespace
+
+// Quantized or converted weights: the bytes the model reports replace params x element
+// size for the layer linears and the vocabulary projection; nothing else moves.
+TEST(FlopsEstimator, StreamedWeightBytesOverrideTheElementSize) {
+  FlopsEstimator plain(tiny(), 4);
+  FlopsEstimator q(tiny(), 4);
+  const double linears = 2 * (kTinyLinear + 7 * 4.0), lm_head = 129280.0 * 64 + 129280.0 * 4;  // int8 + row scales
+  q.set_streamed_weight_bytes(linears, lm_head);
+  const StepCost a = plain.decode_step(1, 10), b = q.decode_step(1, 10);
+  EXPECT_EQ(a.weight_bytes - b.weight_bytes, (2 * kTinyLinear * 4 - linears) + (129280.0 * 64 * 4 - lm_head));
+  EXPECT_EQ(a.flops, b.flops);
+  EXPECT_EQ(a.kv_read_bytes, b.kv_read_bytes);
+  // Without logit rows the vocabulary projection is not read at all.
+  StepShape s;
+  s.seqs = {{3, 0, false}};
+  EXPECT_EQ(plain.step(s).weight_bytes - q.step(s).weight_bytes, 2 * kTinyLinear * 4 - linears);
+  EXPECT_THROW(q.set_streamed_weight_bytes(-1, 0), Error);
+}
