@@ -98,7 +98,7 @@ TEST(KernelsPacked, EveryPathMatchesTheReference) {
       for (int variant = 0; variant < (f == WeightFormat::kFp8Block ? 2 : 1); ++variant) {
         Owned o = variant ? make(f, s.n, s.k, uint32_t(s.n * 131 + s.k), 128, DType::F32)
                           : make(f, s.n, s.k, uint32_t(s.n * 131 + s.k));
-        for (int64_t m : {1, 3, 7}) {
+        for (int64_t m : {1, 3, 7, 9, 20}) {
           std::vector<float> x(size_t(m * s.k)), ref(size_t(m * s.n)), got(size_t(m * s.n));
           std::mt19937 g{uint32_t(m)};
           std::normal_distribution<float> nd(0.0f, 1.0f);

@@ -33,7 +33,7 @@ bool same(const std::vector<float>& a, const std::vector<float>& b, size_t* wher
 
 void check_all_isas(const PackedWeight& w, const std::string& what) {
   ThreadPool pool(2);
-  for (int64_t m : {1, 2, 5}) {
+  for (int64_t m : {1, 2, 5, 8, 19}) {  // 8 and more: the dequantized-panel prefill path
     std::vector<float> x(size_t(m * w.k)), ref(size_t(m * w.n)), got(ref.size());
     std::mt19937 g{uint32_t(m * 7 + w.k)};
     std::normal_distribution<float> nd(0.0f, 1.0f);

@@ -1,11 +1,13 @@
 // packed_matmul.h: the scalar column kernel, dispatch and the split over output columns.
 #include "kernels/cpu/packed_matmul.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/canonical.h"
+#include "kernels/cpu/matmul_impl.h"
 #include "kernels/cpu/packed_matmul_impl.h"
 
 namespace gannet::kernels {
@@ -24,14 +26,38 @@ GANNET_MATMUL_PACKED_COLS(matmul_packed_cols) {
 namespace {
 constexpr int64_t kColumnGrain = 16;
 constexpr int64_t kMinParallelMacs = int64_t(1) << 17;
+// Prefill: from this many x rows on, kPanelRows w rows at a time are dequantized into an
+// f32 panel (exactly dequant_row's values) and the f32 matmul kernel of the same ISA runs
+// on it. That is the canonical f32 dot of each x row with each dequantized w row, which
+// is how the product is defined, with the decode paid once per panel instead of once per
+// register tile: packed prefill runs at the f32 GEMM's speed.
+constexpr int64_t kPanelMinRows = 8;
+constexpr int64_t kPanelRows = 16;
 
 using ColsFn = void (*)(const float*, int64_t, const PackedWeight&, int64_t, int64_t, float*, int64_t);
 
-ColsFn pick_cols(Isa isa, const PackedWeight& w) {
+template <void (*Dequant)(const PackedWeight&, int64_t, int64_t, float*), typename F32Cols>
+void panel_cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy,
+                F32Cols f32_cols) {
+  thread_local std::vector<float> panel;  // [kPanelRows, k], grows only
+  if (int64_t(panel.size()) < kPanelRows * w.k) panel.resize(size_t(kPanelRows * w.k));
+  for (int64_t j = n0; j < n1; j += kPanelRows) {
+    const int64_t nr = std::min(kPanelRows, n1 - j);
+    Dequant(w, j, j + nr, panel.data());
+    f32_cols(x, m, w.k, panel.data(), 0, nr, y + j, ldy);
+  }
+}
+
+void avx512_panel_cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  panel_cols<avx512::dequant_rows>(x, m, w, n0, n1, y, ldy, avx512::matmul_f32_cols);
+}
+
+ColsFn pick_cols(Isa isa, const PackedWeight& w, int64_t m) {
   GANNET_CHECK(isa_supported(isa), "kernel path ", isa_name(isa), " is not supported by this CPU");
   // The AVX-512 kernel needs scale blocks along k that are whole 16-element chunks.
   const bool simd_ok = w.scales == nullptr || w.block_k % 16 == 0 || w.format == WeightFormat::kInt8Row;
-  return isa == Isa::kAvx512 && simd_ok ? avx512::matmul_packed_cols : ref::matmul_packed_cols;
+  if (isa != Isa::kAvx512 || !simd_ok) return ref::matmul_packed_cols;
+  return m >= kPanelMinRows ? avx512_panel_cols : avx512::matmul_packed_cols;
 }
 }  // namespace
 
@@ -40,12 +66,12 @@ void matmul_packed_cols_isa(Isa isa, const float* x, int64_t m, const PackedWeig
   GANNET_CHECK(m >= 0 && 0 <= n0 && n0 <= n1 && n1 <= w.n && ldy >= n1, "columns [", n0, ", ", n1, ") of ", w.n,
                ", ldy ", ldy);
   if (m == 0 || n0 == n1) return;
-  pick_cols(isa, w)(x, m, w, n0, n1, y, ldy);
+  pick_cols(isa, w, m)(x, m, w, n0, n1, y, ldy);
 }
 
 void matmul_packed_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w, float* y, ThreadPool* pool) {
   GANNET_CHECK(m >= 0 && w.n >= 0 && w.k >= 0);
-  const ColsFn cols = pick_cols(isa, w);
+  const ColsFn cols = pick_cols(isa, w, m);
   if (m == 0 || w.n == 0) return;
   auto run = [&](int64_t b, int64_t e) { cols(x, m, w, b, e, y, w.n); };
   if (!pool || pool->size() == 1 || m * w.n * w.k < kMinParallelMacs) run(0, w.n);

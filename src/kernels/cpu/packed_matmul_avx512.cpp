@@ -191,7 +191,40 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
   }
 }
 
+template <Dec D>
+void dequant(const PackedWeight& w, int64_t r0, int64_t r1, float* out) {
+  const int64_t k = w.k, rb = row_bytes(w), bk = scaled(D) ? w.block_k : k;
+  const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * rb;
+    const uint8_t* srow = scaled(D) ? static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * w.scale_cols() * sbytes : nullptr;
+    float* o = out + (r - r0) * k;
+    for (int64_t c0 = 0, bc = 0; c0 < k; c0 += bk, ++bc) {
+      const int64_t c1 = std::min(k, c0 + bk);
+      const __m512 s = scaled(D) ? _mm512_set1_ps(block_scale<D>(w, srow, bc)) : _mm512_set1_ps(1.0f);
+      for (int64_t c = c0; c < c1; c += 16) {
+        const __mmask16 mk = c + 16 <= c1 ? __mmask16(0xffff) : mask16(c1 - c);
+        __m512 v = decode<D>(row, c, mk);
+        if constexpr (scaled(D)) v = _mm512_mul_ps(v, s);
+        _mm512_mask_storeu_ps(o + c, mk, v);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void dequant_rows(const PackedWeight& w, int64_t r0, int64_t r1, float* out) {
+  switch (w.format) {
+    case WeightFormat::kF32: return dequant<Dec::kF32>(w, r0, r1, out);
+    case WeightFormat::kBF16: return dequant<Dec::kBF16>(w, r0, r1, out);
+    case WeightFormat::kF16: return dequant<Dec::kF16>(w, r0, r1, out);
+    case WeightFormat::kFp8Block:
+      return w.fp8_plain ? dequant<Dec::kFp8Plain>(w, r0, r1, out) : dequant<Dec::kFp8Exact>(w, r0, r1, out);
+    case WeightFormat::kMxfp4: return dequant<Dec::kMxfp4>(w, r0, r1, out);
+    case WeightFormat::kInt8Row: return dequant<Dec::kInt8>(w, r0, r1, out);
+  }
+}
 
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols) {
   switch (w.format) {
