@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/canonical.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/packed_matmul_impl.h"
 
 namespace gannet::kernels {
@@ -30,9 +31,10 @@ void matmul_packed_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w
   GANNET_CHECK(isa_supported(isa), "kernel path ", isa_name(isa), " is not supported by this CPU");
   GANNET_CHECK(m >= 0 && w.n >= 0 && w.k >= 0);
   if (m == 0 || w.n == 0) return;
-  // The AVX-512 kernel needs scale blocks along k that are whole 16-element chunks.
+  // The SIMD kernels need scale blocks along k that are whole 16-element chunks.
   const bool simd_ok = w.scales == nullptr || w.block_k % 16 == 0 || w.format == WeightFormat::kInt8Row;
-  auto cols = isa == Isa::kAvx512 && simd_ok ? avx512::matmul_packed_cols : ref::matmul_packed_cols;
+  auto cols = pick_variant(isa, ref::matmul_packed_cols, avx2::matmul_packed_cols, avx512::matmul_packed_cols);
+  if (!simd_ok) cols = ref::matmul_packed_cols;
   auto run = [&](int64_t b, int64_t e) { cols(x, m, w, b, e, y, w.n); };
   if (!pool || pool->size() == 1 || m * w.n * w.k < kMinParallelMacs) run(0, w.n);
   else pool->parallel_for(w.n, [&](int64_t b, int64_t e, int) { run(b, e); }, kColumnGrain);

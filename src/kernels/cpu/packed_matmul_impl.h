@@ -15,6 +15,9 @@ namespace gannet::kernels {
 namespace ref {
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
 }
+namespace avx2 {
+GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
+}
 namespace avx512 {
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
 }
