@@ -1,10 +1,12 @@
 // Packed-weight matmul micro-benchmarks: decode GEMV bytes/s (weights plus scales, the
 // bytes a decode step really reads; compare BM_ReadBandwidth) and prefill GEMM FLOP/s,
-// per format. Weights rotate over copies larger than the last-level cache.
+// per format. Weights rotate over copies larger than the last-level cache. The kernel
+// path is active_isa(): GANNET_ISA=avx2 (or scalar, avx512) picks one; the label names it.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -62,11 +64,13 @@ void BM_PackedMatmul(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * int64_t(w.bytes()));
   state.counters["FLOP"] =
       benchmark::Counter(double(2 * m * n * k) * double(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel(gannet::kernels::weight_format_name(f));
+  state.SetLabel(std::string(gannet::kernels::weight_format_name(f)) + " " +
+                 gannet::isa_name(gannet::active_isa()));
 }
 
 void args(benchmark::internal::Benchmark* b) {
   for (int f = 0; f <= int(WeightFormat::kInt8Row); ++f) {
+    b->Args({f, 2048, 2048, 1, 1});  // one thread: the kernel alone, no pool on a busy machine
     b->Args({f, 2048, 2048, 1, 2});
     b->Args({f, 2048, 2048, 64, 2});
   }

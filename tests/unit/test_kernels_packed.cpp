@@ -1,9 +1,16 @@
 // The packed-weight product on every kernel path equals the scalar reference bit for
 // bit, for every format, odd shapes (k not a multiple of 16, partial scale blocks), 1 to
-// 7 rows of x and 1 or 2 threads.
+// 7 rows of x (and 67, past one block of x rows), 1 or 2 threads, and rows of special
+// codes: NaN, infinities, the largest and subnormal values, scales that overflow or make
+// subnormal products.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cfloat>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -20,7 +27,8 @@ struct Owned {
   PackedWeight w;
 };
 
-Owned make(WeightFormat f, int64_t n, int64_t k, uint32_t seed, int64_t block = 32, DType sdt = DType::F8_E8M0) {
+Owned make(WeightFormat f, int64_t n, int64_t k, uint32_t seed, int64_t block = 32, DType sdt = DType::F8_E8M0,
+           int64_t fp8_block_n = 0) {
   std::mt19937 g(seed);
   Owned o;
   PackedWeight& w = o.w;
@@ -53,7 +61,8 @@ Owned make(WeightFormat f, int64_t n, int64_t k, uint32_t seed, int64_t block = 
       break;
   }
   if (f == WeightFormat::kFp8Block) {
-    w.block_n = w.block_k = block;
+    w.block_n = fp8_block_n ? fp8_block_n : block;
+    w.block_k = block;
     w.scale_dtype = sdt;
   } else if (f == WeightFormat::kMxfp4) {
     w.block_n = 1;
@@ -81,6 +90,132 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
+// A copy of bytes that ends right before an inaccessible page, as a tensor at the end of
+// a memory map can: any read past its end faults.
+class Guarded {
+ public:
+  explicit Guarded(const std::vector<uint8_t>& bytes) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    len_ = (bytes.size() + page - 1) / page * page + page;
+    void* p = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    base_ = static_cast<uint8_t*>(p);
+    EXPECT_EQ(mprotect(base_ + len_ - page, page, PROT_NONE), 0);
+    data_ = base_ + len_ - page - bytes.size();
+    if (!bytes.empty()) std::memcpy(data_, bytes.data(), bytes.size());
+  }
+  ~Guarded() { munmap(base_, len_); }
+  Guarded(const Guarded&) = delete;
+  Guarded& operator=(const Guarded&) = delete;
+  const void* data() const { return data_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  uint8_t* data_ = nullptr;
+  size_t len_ = 0;
+};
+
+// As same_bits, but a NaN of either sign matches a NaN.
+// Rewrites row r of o by kind r % 6 (one kind of special value per row, so a row's
+// output has one well-defined NaN, whichever operand order the hardware adds in):
+//   0 unchanged; 1 NaN codes (fp8 0x7f and 0xff, the plain formats' quiet NaN) or NaN
+//   scales; 2 the largest and subnormal codes and signed zeros; 3 +inf (plain), the
+//   largest scale with small codes (fp8: scale * 2^8 overflows, the exact path) or an
+//   infinite int8 scale; 4 subnormal values or tiny scales (subnormal products that
+//   round); 5 -inf and the largest values (plain) or the largest or an infinite scale
+//   with any code (overflow to inf, 0 * inf). With k = 1 an infinite product reaches the
+//   output, so the lanes past k must stay +0 rather than 0 * inf.
+// fp8 needs one scale row per w row (block_n 1).
+void make_special(Owned& o, uint32_t seed) {
+  PackedWeight& w = o.w;
+  std::mt19937 g(seed);
+  const int64_t n = w.n, k = w.k;
+  const int64_t sc = w.scales ? w.scale_cols() : 0;
+  auto set_scale = [&](int64_t r, int64_t b, uint8_t e8m0, float f32) {
+    if (w.scale_dtype == DType::F8_E8M0) o.scales[size_t(r * sc + b)] = e8m0;
+    else std::memcpy(&o.scales[size_t(r * sc + b) * 4], &f32, 4);
+  };
+  auto pick = [&](std::initializer_list<uint32_t> v) { return *(v.begin() + g() % v.size()); };
+  for (int64_t r = 0; r < n; ++r) {
+    const int kind = int(r % 6);
+    if (kind == 0) continue;
+    // Positions that get a special code: the first and last elements and a few more.
+    auto special_at = [&](int64_t c) { return c == 0 || c == k - 1 || g() % 8 == 0; };
+    switch (w.format) {
+      case WeightFormat::kF32:
+      case WeightFormat::kBF16:
+      case WeightFormat::kF16: {
+        const bool f16 = w.format == WeightFormat::kF16, bf16 = w.format == WeightFormat::kBF16;
+        for (int64_t c = 0; c < k; ++c) {
+          if (kind != 4 && !special_at(c)) continue;
+          uint32_t bits;  // f32 bits, narrowed below
+          switch (kind) {
+            case 1: bits = 0x7fc00000u; break;
+            case 2: bits = pick({0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x80400000u, 0x0, 0x80000000u}); break;
+            case 3: bits = 0x7f800000u; break;
+            case 4: bits = (g() & 0x807fffffu) | 1u; break;
+            default: bits = pick({0xff800000u, 0x7f7fffffu, 0xff7fffffu}); break;
+          }
+          if (f16) {
+            // The f16 counterparts: quiet NaN, max, smallest subnormal, a larger one, inf.
+            uint16_t h;
+            switch (kind) {
+              case 1: h = 0x7e00; break;
+              case 2: h = uint16_t(pick({0x7bff, 0xfbff, 0x0001, 0x83ff, 0x0, 0x8000})); break;
+              case 3: h = 0x7c00; break;
+              case 4: h = uint16_t((g() & 0x83ff) | 1); break;
+              default: h = uint16_t(pick({0xfc00, 0x7bff, 0xfbff})); break;
+            }
+            std::memcpy(&o.data[size_t(r * k + c) * 2], &h, 2);
+          } else if (bf16) {
+            const uint16_t h = uint16_t(bits >> 16 | (kind == 4 ? 1u : 0u));
+            std::memcpy(&o.data[size_t(r * k + c) * 2], &h, 2);
+          } else {
+            std::memcpy(&o.data[size_t(r * k + c) * 4], &bits, 4);
+          }
+        }
+        break;
+      }
+      case WeightFormat::kFp8Block:
+        for (int64_t c = 0; c < k; ++c) {
+          uint8_t& b = o.data[size_t(r * k + c)];
+          if (kind == 1 && special_at(c)) b = uint8_t(pick({0x7f, 0xff}));
+          if (kind == 2 && special_at(c)) b = uint8_t(pick({0x7e, 0xfe, 0x00, 0x80, 0x01, 0x87, 0x05, 0x83}));
+          if (kind == 3) b &= 0x9f;  // |value| < 2^-3: the products stay finite
+        }
+        for (int64_t b = 0; b < sc; ++b) {
+          if (kind == 3) set_scale(r, b, 0xfe, 1.5f * std::ldexp(1.0f, 125));
+          if (kind == 4) set_scale(r, b, b % 2 ? 0x01 : 0x00, b % 2 ? 3e-39f : 1e-40f);
+          if (kind == 5) set_scale(r, b, 0xfe, std::numeric_limits<float>::infinity());
+        }
+        break;
+      case WeightFormat::kMxfp4:
+        for (int64_t c = 0; c < (k + 1) / 2; ++c) {
+          uint8_t& b = o.data[size_t(r * ((k + 1) / 2) + c)];
+          if (kind == 2) b = uint8_t(pick({0x7, 0xf, 0x0, 0x8, 0x1, 0x9}) | pick({0x70, 0xf0, 0x00, 0x80, 0x10}));
+          if (kind == 3) b &= 0x99;  // |value| <= 0.5
+        }
+        for (int64_t b = 0; b < sc; ++b) {
+          if (kind == 1 && b == sc - 1) set_scale(r, b, 0xff, 0.0f);
+          if (kind == 3 || kind == 5) set_scale(r, b, 0xfe, 0.0f);
+          if (kind == 4) set_scale(r, b, b % 2 ? 0x01 : 0x00, 0.0f);
+        }
+        break;
+      case WeightFormat::kInt8Row: {
+        for (int64_t c = 0; c < k; ++c) {
+          uint8_t& b = o.data[size_t(r * k + c)];
+          if (kind == 2 && special_at(c)) b = uint8_t(pick({0x7f, 0x80, 0x00, 0xff, 0x01}));
+          if (kind == 3 && b == 0) b = 1;  // infinite products, no 0 * inf
+        }
+        const float s[] = {0.0f, std::numeric_limits<float>::quiet_NaN(), 0.01f, std::numeric_limits<float>::infinity(),
+                           1e-41f, FLT_MAX};
+        if (kind != 2) set_scale(r, 0, 0, s[kind]);
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST(KernelsPacked, EveryPathMatchesTheReference) {
@@ -88,17 +223,22 @@ TEST(KernelsPacked, EveryPathMatchesTheReference) {
   struct Shape {
     int64_t n, k;
   };
-  const Shape shapes[] = {{1, 32}, {5, 64}, {17, 70}, {40, 130}, {33, 256}, {64, 96}};
+  // {67, 300} (7 rows) and {130, 1030} are large enough to split over the 2 threads.
+  const Shape shapes[] = {{1, 32}, {3, 9}, {5, 64}, {17, 70}, {40, 130}, {33, 256}, {64, 96}, {67, 300}, {130, 1030}};
   const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16,
                                   WeightFormat::kFp8Block, WeightFormat::kMxfp4, WeightFormat::kInt8Row};
   int checked = 0;
   for (WeightFormat f : formats)
     for (const Shape& s : shapes) {
       if (f == WeightFormat::kMxfp4 && s.k % 2) continue;
-      for (int variant = 0; variant < (f == WeightFormat::kFp8Block ? 2 : 1); ++variant) {
-        Owned o = variant ? make(f, s.n, s.k, uint32_t(s.n * 131 + s.k), 128, DType::F32)
-                          : make(f, s.n, s.k, uint32_t(s.n * 131 + s.k));
-        for (int64_t m : {1, 3, 7, 9, 20}) {
+      // fp8 scale blocks: 32 x 32 E8M0, 128 x 128 f32, 16 x 16 f32 (a new scale every chunk).
+      for (int variant = 0; variant < (f == WeightFormat::kFp8Block ? 3 : 1); ++variant) {
+        const uint32_t seed = uint32_t(s.n * 131 + s.k);
+        Owned o = variant == 0   ? make(f, s.n, s.k, seed)
+                  : variant == 1 ? make(f, s.n, s.k, seed, 128, DType::F32)
+                                 : make(f, s.n, s.k, seed, 16, DType::F32);
+        for (int64_t m : {1, 2, 3, 4, 5, 7, 9, 20, 67}) {  // 8+: the AVX-512 panel path
+          if (m == 67 && s.n * s.k > 5000) continue;
           std::vector<float> x(size_t(m * s.k)), ref(size_t(m * s.n)), got(size_t(m * s.n));
           std::mt19937 g{uint32_t(m)};
           std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -149,4 +289,78 @@ TEST(KernelsPacked, ColumnTilesMatchTheReference) {
     }
   }
   EXPECT_GE(checked, 12);
+}
+
+TEST(KernelsPacked, SpecialCodesMatchTheReference) {
+  ThreadPool pool(2);
+  struct Shape {
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{6, 10}, {12, 1}, {12, 2}, {19, 70}, {130, 1030}};  // the last splits over 2 threads
+  struct Variant {
+    WeightFormat f;
+    int64_t block;
+    DType sdt;
+  };
+  const Variant variants[] = {{WeightFormat::kF32, 0, DType::F32},
+                              {WeightFormat::kBF16, 0, DType::F32},
+                              {WeightFormat::kF16, 0, DType::F32},
+                              {WeightFormat::kFp8Block, 32, DType::F8_E8M0},
+                              {WeightFormat::kFp8Block, 16, DType::F32},
+                              {WeightFormat::kFp8Block, 128, DType::F32},
+                              {WeightFormat::kMxfp4, 0, DType::F8_E8M0},
+                              {WeightFormat::kInt8Row, 0, DType::F32}};
+  int checked = 0;
+  for (const Variant& v : variants)
+    for (const Shape& s : shapes) {
+      const uint32_t seed = uint32_t(s.n * 7 + s.k);
+      if (v.f == WeightFormat::kMxfp4 && s.k % 2) continue;
+      Owned o = v.f == WeightFormat::kFp8Block ? make(v.f, s.n, s.k, seed, v.block, v.sdt, 1)
+                                               : make(v.f, s.n, s.k, seed);
+      make_special(o, seed);
+      for (int64_t m : {1, 2, 3, 5, 7, 9}) {
+        std::vector<float> x(size_t(m * s.k)), ref(size_t(m * s.n)), got(size_t(m * s.n));
+        std::mt19937 g{uint32_t(m)};
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (float& e : x) e = nd(g);
+        matmul_packed_ref(x.data(), m, o.w, ref.data());
+        int nan_rows = 0;
+        for (int64_t j = 0; j < s.n; ++j) nan_rows += std::isnan(ref[size_t(j)]);
+        EXPECT_GT(nan_rows, 0) << weight_format_name(v.f) << ": the NaN rows must reach the output";
+        for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+          if (!isa_supported(isa)) continue;
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::fill(got.begin(), got.end(), -1.0f);
+            matmul_packed_isa(isa, x.data(), m, o.w, got.data(), p);
+            ASSERT_TRUE(same_bits(ref, got))
+                << weight_format_name(v.f) << " block " << v.block << " n=" << s.n << " k=" << s.k << " m=" << m
+                << " " << isa_name(isa) << (p ? " 2 threads" : "");
+            ++checked;
+          }
+        }
+      }
+    }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(KernelsPacked, ReadsNothingPastTheTensorEnd) {
+  const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16,
+                                  WeightFormat::kFp8Block, WeightFormat::kMxfp4, WeightFormat::kInt8Row};
+  for (WeightFormat f : formats)
+    for (int64_t k : {1, 6, 16, 38, 70}) {
+      Owned o = make(f, 5, k, uint32_t(k));
+      Guarded data(o.data), scales(o.scales);
+      PackedWeight w = o.w;
+      w.data = data.data();
+      if (w.scales) w.scales = scales.data();
+      for (int64_t m : {1, 3, 9}) {
+        std::vector<float> x(size_t(m * k), 0.5f), ref(size_t(m * w.n)), got(size_t(m * w.n));
+        matmul_packed_ref(x.data(), m, o.w, ref.data());
+        for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+          if (!isa_supported(isa)) continue;
+          matmul_packed_isa(isa, x.data(), m, w, got.data(), nullptr);
+          ASSERT_TRUE(same_bits(ref, got)) << weight_format_name(f) << " k=" << k << " m=" << m << " " << isa_name(isa);
+        }
+      }
+    }
 }

@@ -54,9 +54,10 @@ void avx512_panel_cols(const float* x, int64_t m, const PackedWeight& w, int64_t
 
 ColsFn pick_cols(Isa isa, const PackedWeight& w, int64_t m) {
   GANNET_CHECK(isa_supported(isa), "kernel path ", isa_name(isa), " is not supported by this CPU");
-  // The AVX-512 kernel needs scale blocks along k that are whole 16-element chunks.
+  // The SIMD kernels need scale blocks along k that are whole 16-element chunks.
   const bool simd_ok = w.scales == nullptr || w.block_k % 16 == 0 || w.format == WeightFormat::kInt8Row;
-  if (isa != Isa::kAvx512 || !simd_ok) return ref::matmul_packed_cols;
+  if (!simd_ok || isa == Isa::kScalar) return ref::matmul_packed_cols;
+  if (isa == Isa::kAvx2) return avx2::matmul_packed_cols;  // decodes 4 rows per GEMM tile itself
   return m >= kPanelMinRows ? avx512_panel_cols : avx512::matmul_packed_cols;
 }
 }  // namespace

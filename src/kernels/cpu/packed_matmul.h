@@ -1,7 +1,8 @@
 // y[m, n] = x[m, k] · dequant(w)ᵀ for a packed weight (packed_weight.h), in its canonical
 // order: every output is the canonical f32 dot of its x row with the dequantized w row, so
-// it depends on neither the batch, the thread count nor the ISA. The AVX-512 variant
-// decodes in registers; on AVX2 machines the scalar reference runs for now.
+// it depends on neither the batch, the thread count nor the ISA. The AVX-512 and AVX2
+// variants decode in registers (packed_matmul_avx512.cpp, packed_matmul_avx2.cpp); scale
+// blocks along k that are not whole 16-element chunks run the scalar reference.
 #pragma once
 
 #include <cstdint>

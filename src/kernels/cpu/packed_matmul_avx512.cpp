@@ -72,10 +72,11 @@ inline __m512 decode(const uint8_t* p, int64_t c, __mmask16 mk) {
       // Subnormal (e == 0): m * 2^-9, exact.
       const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(em), _mm512_set1_ps(1.0f / 512.0f));
       const __mmask16 is_sub = _mm512_cmplt_epi32_mask(em, _mm512_set1_epi32(8));
-      __m512 mag = _mm512_mask_blend_ps(is_sub, _mm512_castsi512_ps(normal), sub);
+      const __m512 mag = _mm512_mask_blend_ps(is_sub, _mm512_castsi512_ps(normal), sub);
+      // NaN codes (either sign) give +NaN, as the reference decode does.
       const __mmask16 is_nan = _mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7f));
-      mag = _mm512_mask_blend_ps(is_nan, mag, _mm512_set1_ps(NAN));
-      return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(mag), sign));
+      const __m512 v = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(mag), sign));
+      return _mm512_mask_blend_ps(is_nan, v, _mm512_set1_ps(NAN));
     }
     case Dec::kMxfp4: {
       // 16 codes in 8 bytes, element 2i in the low nibble of byte i (c is even).

@@ -15,6 +15,9 @@ namespace gannet::kernels {
 namespace ref {
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
 }
+namespace avx2 {
+GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
+}
 namespace avx512 {
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
 // Rows [r0, r1) dequantized into out [r1 - r0, k]: the bits of PackedWeight::dequant_row.

@@ -1,0 +1,353 @@
+// AVX2 product against packed weights (packed_weight.h), bit-identical to the scalar
+// reference: each chunk of 16 weight elements is decoded to f32 in two ymm (lanes 0-7,
+// 8-15), multiplied by its block's scale (one rounding, as dequant_row does) and fed to
+// the canonical 16-lane FMA accumulators and tree (simd_avx2.h). Scale blocks along k are
+// multiples of 16, so a chunk never straddles two scales.
+//
+// Decode (m == 1) streams several w rows side by side, decoding in registers; prefill
+// dequantizes four w rows into a small buffer once per block of x rows and runs an f32
+// tile over it, so the decode cost is shared by up to kMBlock rows of x.
+//
+// FP8 E4M3 goes through F16C: the code's bits moved into an f16 (same sign, exponent
+// field and mantissa) read exactly value / 2^8, subnormals included, so it is multiplied
+// by scale * 2^8 instead of scale. Both are one rounding of the same real product, so
+// the bits agree, unless scale * 2^8 overflows; such blocks, and chunks holding a NaN
+// code (0x7f / 0xff, which the f16 reads as 480 / 2^8), take the exact path instead.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/packed_matmul_impl.h"
+#include "kernels/cpu/simd_avx2.h"
+
+namespace gannet::kernels::avx2 {
+
+namespace {
+
+// w rows side by side in the decode GEMV, each with its own accumulator pair: 8 chains
+// for the plain formats; 6 for the quantized ones, whose decode temporaries and scales
+// need the other registers (4 rows spill accumulators, measured slower).
+template <WeightFormat F>
+constexpr int gemv_nr() {
+  return F == WeightFormat::kF32 || F == WeightFormat::kBF16 || F == WeightFormat::kF16 ? 4 : 3;
+}
+// Prefill: kNr w rows dequantized into a buffer that stays in L1, then one x row at a
+// time against all of them (8 accumulators; each x load feeds 4 FMAs). Measured 2.5x
+// faster than 2 x 2 tiles, which reload x from L2 for every pair of w rows.
+constexpr int kNr = 4;
+constexpr int64_t kMBlock = 64;  // x rows kept in cache while w rows stream past
+
+constexpr bool scaled(WeightFormat f) {
+  return f == WeightFormat::kFp8Block || f == WeightFormat::kMxfp4 || f == WeightFormat::kInt8Row;
+}
+
+// Bytes holding row elements [0, c).
+template <WeightFormat F>
+constexpr int64_t bytes_of(int64_t c) {
+  switch (F) {
+    case WeightFormat::kF32: return c * 4;
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16: return c * 2;
+    case WeightFormat::kFp8Block:
+    case WeightFormat::kInt8Row: return c;
+    case WeightFormat::kMxfp4: return (c + 1) / 2;
+  }
+  return 0;
+}
+
+// 16 elements of a plain, MXFP4 or int8 row at p, decoded but not scaled.
+template <WeightFormat F>
+inline void decode(const uint8_t* p, __m256& lo, __m256& hi) {
+  if constexpr (F == WeightFormat::kF32) {
+    lo = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    hi = _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8);
+  } else if constexpr (F == WeightFormat::kBF16) {
+    const __m256i l = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(l, 16));
+    hi = _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+  } else if constexpr (F == WeightFormat::kF16) {
+    lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+  } else if constexpr (F == WeightFormat::kMxfp4) {
+    // 16 codes in 8 bytes, element 2i in the low nibble of byte i. Every E2M1 value is
+    // an f16 with a zero low byte, so one byte shuffle looks up the high bytes.
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    const __m128i code = _mm_unpacklo_epi8(_mm_and_si128(b, nib), _mm_and_si128(_mm_srli_epi16(b, 4), nib));
+    const __m128i table = _mm_setr_epi8(0x00, 0x38, 0x3c, 0x3e, 0x40, 0x42, 0x44, 0x46, char(0x80), char(0xb8),
+                                        char(0xbc), char(0xbe), char(0xc0), char(0xc2), char(0xc4), char(0xc6));
+    const __m128i high = _mm_shuffle_epi8(table, code);
+    lo = _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), high));
+    hi = _mm256_cvtph_ps(_mm_unpackhi_epi8(_mm_setzero_si128(), high));
+  } else if constexpr (F == WeightFormat::kInt8Row) {
+    lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))));
+  }
+}
+
+// 16 E4M3 codes as f16 (see the top of the file): exactly value / 2^8; NaN codes read
+// as 480 / 2^8.
+inline void fp8_div256(__m128i b, __m256& lo, __m256& hi) {
+  // Sign-extended to 16 bits and shifted by 7, the code is the f16 except for bit 14,
+  // which holds a copy of the sign.
+  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16(0xbfff));
+  lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+  hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+}
+
+// As dequant_row: NaN codes give the reference's NaN, then one rounding of value * s
+// (the * 2^8 undoing the f16 bias is exact). Out of line: the hot loop keeps its
+// registers for the accumulators.
+[[gnu::noinline]] void fp8_exact(const uint8_t* p, float s, float* lo, float* hi) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  __m256 l, h;
+  fp8_div256(b, l, h);
+  const __m128i nan = _mm_cmpeq_epi8(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
+  const __m256 qnan = _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  l = _mm256_blendv_ps(l, qnan, _mm256_castsi256_ps(_mm256_cvtepi8_epi32(nan)));
+  h = _mm256_blendv_ps(h, qnan, _mm256_castsi256_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(nan, 8))));
+  const __m256 k256 = _mm256_set1_ps(256.0f), sv = _mm256_set1_ps(s);
+  _mm256_storeu_ps(lo, _mm256_mul_ps(_mm256_mul_ps(l, k256), sv));
+  _mm256_storeu_ps(hi, _mm256_mul_ps(_mm256_mul_ps(h, k256), sv));
+}
+
+// e8m0_to_f32 without the libm call: 2^(v-127), 2^-127 subnormal, 0xff NaN.
+inline float e8m0(uint8_t v) {
+  const uint32_t bits = v == 0xff ? 0x7fc00000u : v == 0 ? 0x00400000u : uint32_t(v) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// The current scale block of NR rows (block_k is shared by the rows). The scales are
+// read through row pointers rather than scale_at, whose divisions and libm call cost
+// more than decoding a 32-element MXFP4 block.
+template <int NR>
+struct Scales {
+  __m256 mul[NR];            // a decoded chunk's multiplier: the scale (fp8: scale * 2^8)
+  float s[NR];               // the scales, for the fp8 exact path
+  bool exact = false;        // fp8: some scale * 2^8 overflows
+  int64_t end = 0;           // the scales hold up to this column
+  const uint8_t* row[NR]{};  // the rows' scale rows; nullptr: no scales, all 1
+};
+
+template <WeightFormat F, int NR>
+inline void init_scales(const PackedWeight& w, int64_t r0, Scales<NR>& sc) {
+  if constexpr (scaled(F)) {
+    if (!w.scales) return;
+    const int64_t row_bytes = w.scale_cols() * int64_t(dtype_size(w.scale_dtype));
+    GANNET_UNROLL for (int j = 0; j < NR; ++j)
+      sc.row[j] = static_cast<const uint8_t*>(w.scales) + (r0 + j) / w.block_n * row_bytes;
+  }
+}
+
+// Called at every chunk c (in order); loads the next block's scales when c reaches it.
+template <WeightFormat F, int NR>
+inline void update_scales(const PackedWeight& w, int64_t c, Scales<NR>& sc) {
+  if constexpr (scaled(F)) {
+    if (c < sc.end) return;
+    // int8-row: the row's one scale is column 0's (as dequant_row), whatever block_k says.
+    const bool one_block = F == WeightFormat::kInt8Row || !sc.row[0];
+    const int64_t b = one_block ? 0 : c / w.block_k;
+    sc.exact = false;
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      float s = 1.0f;
+      if (sc.row[j] && w.scale_dtype == DType::F8_E8M0) s = e8m0(sc.row[j][b]);
+      else if (sc.row[j]) std::memcpy(&s, sc.row[j] + b * 4, 4);  // a mapped tensor need not be aligned
+      sc.s[j] = s;
+      if constexpr (F == WeightFormat::kFp8Block) {
+        const float s256 = s * 256.0f;
+        sc.exact |= std::isinf(s256) && !std::isinf(s);
+        sc.mul[j] = _mm256_set1_ps(s256);
+      } else {
+        sc.mul[j] = _mm256_set1_ps(s);
+      }
+    }
+    sc.end = one_block ? w.k : (b + 1) * w.block_k;
+  }
+}
+
+// Chunk at p of NR rows (row j at p + j * stride), decoded and scaled.
+template <WeightFormat F, int NR>
+inline void decode_rows(const uint8_t* p, int64_t stride, const Scales<NR>& sc, __m256 (&lo)[NR],
+                        __m256 (&hi)[NR]) {
+  if constexpr (F == WeightFormat::kFp8Block) {
+    // A NaN code has all 7 low bits set: the byte-wise max of the rows' low bits finds one.
+    __m128i b[NR], low = _mm_setzero_si128();
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      b[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + j * stride));
+      low = _mm_max_epu8(low, _mm_and_si128(b[j], _mm_set1_epi8(0x7f)));
+    }
+    const __m128i nan = _mm_cmpeq_epi8(low, _mm_set1_epi8(0x7f));
+    if (__builtin_expect(sc.exact || !_mm_testz_si128(nan, nan), 0)) {
+      alignas(32) float v[NR][16];
+      GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+        fp8_exact(p + j * stride, sc.s[j], v[j], v[j] + 8);
+        lo[j] = _mm256_load_ps(v[j]);
+        hi[j] = _mm256_load_ps(v[j] + 8);
+      }
+      return;
+    }
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      fp8_div256(b[j], lo[j], hi[j]);
+      lo[j] = _mm256_mul_ps(lo[j], sc.mul[j]);
+      hi[j] = _mm256_mul_ps(hi[j], sc.mul[j]);
+    }
+  } else {
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      decode<F>(p + j * stride, lo[j], hi[j]);
+      if constexpr (scaled(F)) {
+        lo[j] = _mm256_mul_ps(lo[j], sc.mul[j]);
+        hi[j] = _mm256_mul_ps(hi[j], sc.mul[j]);
+      }
+    }
+  }
+}
+
+// Calls f(c, lo, hi, tail) for every 16-element chunk of w rows [r0, r0 + NR), decoded
+// and scaled. The last, partial chunk is decoded from zero-padded copies (a mapped tensor
+// may end right after its last row) and its lanes past k are +0, as in the reference's
+// padded fma(0, 0, acc) even when a scale is infinite or NaN.
+// Prefetch: the same columns of the next NR rows are fetched while these are decoded.
+// Quantized rows are short (2 KiB of int8 at k = 2048), too short for the hardware
+// prefetcher to ramp up on; this measured fp8 3.4 -> 5.5 GB/s, int8 4.2 -> 6.4 (DRAM).
+// A prefetch is a hint: past the tensor's end it reads nothing and cannot fault.
+template <WeightFormat F, int NR, bool Prefetch, class Fn>
+[[gnu::always_inline]] inline void for_each_chunk(const PackedWeight& w, int64_t r0, Fn&& f) {
+  const int64_t k = w.k, stride = bytes_of<F>(k), kfull = k / 16 * 16;
+  const uint8_t* base = static_cast<const uint8_t*>(w.data) + r0 * stride;
+  Scales<NR> sc;
+  init_scales<F>(w, r0, sc);
+  __m256 lo[NR], hi[NR];
+  const char* next = reinterpret_cast<const char*>(base + NR * stride);  // the next tile's rows
+  for (int64_t c = 0; c < kfull; c += 16) {
+    update_scales<F>(w, c, sc);
+    if constexpr (Prefetch) {
+      if ((bytes_of<F>(c) & 63) == 0)  // once per cache line of progress
+        GANNET_UNROLL for (int j = 0; j < NR; ++j) _mm_prefetch(next + j * stride + bytes_of<F>(c), _MM_HINT_T0);
+    }
+    decode_rows<F>(base + bytes_of<F>(c), stride, sc, lo, hi);
+    f(c, lo, hi, false);
+  }
+  if (kfull < k) {
+    constexpr int64_t kChunkBytes = bytes_of<F>(16);
+    alignas(32) uint8_t tail[NR][kChunkBytes] = {};
+    const int64_t off = bytes_of<F>(kfull);
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) std::memcpy(tail[j], base + j * stride + off, size_t(stride - off));
+    update_scales<F>(w, kfull, sc);
+    decode_rows<F>(tail[0], kChunkBytes, sc, lo, hi);
+    const __m256 ml = _mm256_castsi256_ps(mask8(k - kfull)), mh = _mm256_castsi256_ps(mask8(k - kfull - 8));
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      lo[j] = _mm256_and_ps(lo[j], ml);
+      hi[j] = _mm256_and_ps(hi[j], mh);
+    }
+    f(kfull, lo, hi, true);
+  }
+}
+
+// y[0, j] for w rows [r0, r0 + NR): one accumulator pair per row, NR independent chains.
+template <WeightFormat F, int NR>
+void gemv(const float* x, const PackedWeight& w, int64_t r0, float* y) {
+  __m256 acc[NR][2];
+  GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  const int64_t k = w.k;
+  for_each_chunk<F, NR, true>(w, r0, [&](int64_t c, const __m256(&lo)[NR], const __m256(&hi)[NR], bool tail) {
+    __m256 xl, xh;
+    if (tail) {
+      xl = _mm256_maskload_ps(x + c, mask8(k - c));
+      xh = _mm256_maskload_ps(x + c + 8, mask8(k - c - 8));
+    } else {
+      xl = _mm256_loadu_ps(x + c);
+      xh = _mm256_loadu_ps(x + c + 8);
+    }
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      acc[j][0] = _mm256_fmadd_ps(xl, lo[j], acc[j][0]);
+      acc[j][1] = _mm256_fmadd_ps(xh, hi[j], acc[j][1]);
+    }
+  });
+  GANNET_UNROLL for (int j = 0; j < NR; ++j) y[j] = tree_reduce(acc[j][0], acc[j][1]);
+}
+
+// w rows [r0, r0 + NR) dequantized into buf rows of ld (k rounded up to 16, +0 past k).
+template <WeightFormat F, int NR>
+void dequant(const PackedWeight& w, int64_t r0, float* buf, int64_t ld) {
+  for_each_chunk<F, NR, false>(w, r0, [&](int64_t c, const __m256(&lo)[NR], const __m256(&hi)[NR], bool) {
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      _mm256_storeu_ps(buf + j * ld + c, lo[j]);
+      _mm256_storeu_ps(buf + j * ld + c + 8, hi[j]);
+    }
+  });
+}
+
+// y[0, 0:NR] for one x row against NR dequantized rows; wb: [NR, ld], +0 past k.
+template <int NR>
+void tile(const float* x, int64_t k, const float* wb, int64_t ld, float* y) {
+  __m256 acc[NR][2];
+  GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  auto step = [&](int64_t c, __m256 xl, __m256 xh) {
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      acc[j][0] = _mm256_fmadd_ps(xl, _mm256_loadu_ps(wb + j * ld + c), acc[j][0]);
+      acc[j][1] = _mm256_fmadd_ps(xh, _mm256_loadu_ps(wb + j * ld + c + 8), acc[j][1]);
+    }
+  };
+  const int64_t kfull = k / 16 * 16;
+  for (int64_t c = 0; c < kfull; c += 16) step(c, _mm256_loadu_ps(x + c), _mm256_loadu_ps(x + c + 8));
+  if (kfull < k) {  // x is read masked: its row may end the buffer
+    const int64_t t = k - kfull;
+    step(kfull, _mm256_maskload_ps(x + kfull, mask8(t)), _mm256_maskload_ps(x + kfull + 8, mask8(t - 8)));
+  }
+  GANNET_UNROLL for (int j = 0; j < NR; ++j) y[j] = tree_reduce(acc[j][0], acc[j][1]);
+}
+
+template <WeightFormat F>
+void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  if (m == 1) {
+    constexpr int nr = gemv_nr<F>();
+    int64_t j = n0;
+    for (; j + nr <= n1; j += nr) gemv<F, nr>(x, w, j, y + j);
+    switch (n1 - j) {
+      case 3: if constexpr (nr > 3) gemv<F, 3>(x, w, j, y + j); break;
+      case 2: if constexpr (nr > 2) gemv<F, 2>(x, w, j, y + j); break;
+      case 1: gemv<F, 1>(x, w, j, y + j); break;
+      default: break;
+    }
+    return;
+  }
+  const int64_t k = w.k, ld = (k + 15) / 16 * 16;
+  thread_local std::vector<float> buf;  // [kNr, ld], grows only
+  if (int64_t(buf.size()) < kNr * ld) buf.resize(size_t(kNr * ld));
+  auto rows = [&]<int NR>(int64_t mb, int64_t me, int64_t j) {
+    dequant<F, NR>(w, j, buf.data(), ld);
+    for (int64_t i = mb; i < me; ++i) tile<NR>(x + i * k, k, buf.data(), ld, y + i * ldy + j);
+  };
+  static_assert(kNr == 4);
+  for (int64_t mb = 0; mb < m; mb += kMBlock) {
+    const int64_t me = std::min(m, mb + kMBlock);
+    for (int64_t j = n0; j < n1; j += kNr) {
+      switch (std::min<int64_t>(kNr, n1 - j)) {
+        case 4: rows.template operator()<4>(mb, me, j); break;
+        case 3: rows.template operator()<3>(mb, me, j); break;
+        case 2: rows.template operator()<2>(mb, me, j); break;
+        default: rows.template operator()<1>(mb, me, j); break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GANNET_MATMUL_PACKED_COLS(matmul_packed_cols) {
+  switch (w.format) {
+    case WeightFormat::kF32: return cols<WeightFormat::kF32>(x, m, w, n0, n1, y, ldy);
+    case WeightFormat::kBF16: return cols<WeightFormat::kBF16>(x, m, w, n0, n1, y, ldy);
+    case WeightFormat::kF16: return cols<WeightFormat::kF16>(x, m, w, n0, n1, y, ldy);
+    case WeightFormat::kFp8Block: return cols<WeightFormat::kFp8Block>(x, m, w, n0, n1, y, ldy);
+    case WeightFormat::kMxfp4: return cols<WeightFormat::kMxfp4>(x, m, w, n0, n1, y, ldy);
+    case WeightFormat::kInt8Row: return cols<WeightFormat::kInt8Row>(x, m, w, n0, n1, y, ldy);
+  }
+}
+
+}  // namespace gannet::kernels::avx2
