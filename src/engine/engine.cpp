@@ -1,6 +1,8 @@
 #include "core/cpu_budget.h"
 #include "engine/engine.h"
 
+#include "kernels/cpu/matmul.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,6 +38,8 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   args_.validate();
   const int threads = args_.threads > 0 ? args_.threads : usable_cpus();
   pool_ = std::make_unique<ThreadPool>(threads);
+  // The bf16 GEMM route is measured once, at start-up, on the pool the model will use.
+  kernels::bf16_gemm_choice(pool_.get());
   io::ModelConfig cfg = io::load_model_config(args_.model);
   cfg.quantize_at_load = io::parse_quantize_flag(args_.quantize);
   cfg.exact_activations = args_.exact_activations;

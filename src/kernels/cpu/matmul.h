@@ -34,10 +34,10 @@ enum class Bf16Gemm { kAuto, kDpbf16, kFma };
 const char* bf16_gemm_name(Bf16Gemm v);
 void matmul_bf16_variant(Isa isa, Bf16Gemm variant, const float* x, int64_t m, int64_t k, const uint16_t* w,
                          int64_t n, float* y, ThreadPool* pool);
-// The variant kAuto uses: GANNET_BF16_GEMM=dpbf16|fma if set, else the faster of the two
-// on a short in-cache run at first use (a few milliseconds, once per process): on some
-// CPUs vdpbf16ps issues at half the FMA rate, on others it is the faster. kDpbf16 where
-// AVX-512 BF16 is absent (the AVX2 path has its own FMA emulation).
-Bf16Gemm bf16_gemm_choice();
+// The variant kAuto uses: GANNET_BF16_GEMM=dpbf16|fma if set, else measured once per
+// process, at first use, on that call's pool (a few milliseconds): FMAs only when clearly
+// faster (on some CPUs vdpbf16ps issues at half the FMA rate, on others it is the faster).
+// kDpbf16 where AVX-512 is absent (the AVX2 path has its own FMA emulation).
+Bf16Gemm bf16_gemm_choice(ThreadPool* pool = nullptr);
 
 }  // namespace gannet::kernels
