@@ -43,20 +43,6 @@ constexpr bool scaled(WeightFormat f) {
   return f == WeightFormat::kFp8Block || f == WeightFormat::kMxfp4 || f == WeightFormat::kInt8Row;
 }
 
-// Bytes holding row elements [0, c).
-template <WeightFormat F>
-constexpr int64_t bytes_of(int64_t c) {
-  switch (F) {
-    case WeightFormat::kF32: return c * 4;
-    case WeightFormat::kBF16:
-    case WeightFormat::kF16: return c * 2;
-    case WeightFormat::kFp8Block:
-    case WeightFormat::kInt8Row: return c;
-    case WeightFormat::kMxfp4: return (c + 1) / 2;
-  }
-  return 0;
-}
-
 // 16 elements of a plain, MXFP4 or int8 row at p, decoded but not scaled.
 template <WeightFormat F>
 inline void decode(const uint8_t* p, __m256& lo, __m256& hi) {
@@ -217,7 +203,7 @@ inline void decode_rows(const uint8_t* p, int64_t stride, const Scales<NR>& sc, 
 // A prefetch is a hint: past the tensor's end it reads nothing and cannot fault.
 template <WeightFormat F, int NR, bool Prefetch, class Fn>
 [[gnu::always_inline]] inline void for_each_chunk(const PackedWeight& w, int64_t r0, Fn&& f) {
-  const int64_t k = w.k, stride = bytes_of<F>(k), kfull = k / 16 * 16;
+  const int64_t k = w.k, stride = packed_bytes(F, k), kfull = k / 16 * 16;
   const uint8_t* base = static_cast<const uint8_t*>(w.data) + r0 * stride;
   Scales<NR> sc;
   init_scales<F>(w, r0, sc);
@@ -226,16 +212,16 @@ template <WeightFormat F, int NR, bool Prefetch, class Fn>
   for (int64_t c = 0; c < kfull; c += 16) {
     update_scales<F>(w, c, sc);
     if constexpr (Prefetch) {
-      if ((bytes_of<F>(c) & 63) == 0)  // once per cache line of progress
-        GANNET_UNROLL for (int j = 0; j < NR; ++j) _mm_prefetch(next + j * stride + bytes_of<F>(c), _MM_HINT_T0);
+      if ((packed_bytes(F, c) & 63) == 0)  // once per cache line of progress
+        GANNET_UNROLL for (int j = 0; j < NR; ++j) _mm_prefetch(next + j * stride + packed_bytes(F, c), _MM_HINT_T0);
     }
-    decode_rows<F>(base + bytes_of<F>(c), stride, sc, lo, hi);
+    decode_rows<F>(base + packed_bytes(F, c), stride, sc, lo, hi);
     f(c, lo, hi, false);
   }
   if (kfull < k) {
-    constexpr int64_t kChunkBytes = bytes_of<F>(16);
+    constexpr int64_t kChunkBytes = packed_bytes(F, 16);
     alignas(32) uint8_t tail[NR][kChunkBytes] = {};
-    const int64_t off = bytes_of<F>(kfull);
+    const int64_t off = packed_bytes(F, kfull);
     GANNET_UNROLL for (int j = 0; j < NR; ++j) std::memcpy(tail[j], base + j * stride + off, size_t(stride - off));
     update_scales<F>(w, kfull, sc);
     decode_rows<F>(tail[0], kChunkBytes, sc, lo, hi);

@@ -33,15 +33,18 @@ enum class Dec { kF32, kBF16, kF16, kFp8Plain, kFp8Exact, kMxfp4, kInt8 };
 
 constexpr bool scaled(Dec d) { return d == Dec::kFp8Plain || d == Dec::kFp8Exact || d == Dec::kMxfp4 || d == Dec::kInt8; }
 
-// Bytes per row of the stored codes.
-inline int64_t row_bytes(const PackedWeight& w) {
-  switch (w.format) {
-    case WeightFormat::kF32: return w.k * 4;
-    case WeightFormat::kBF16:
-    case WeightFormat::kF16: return w.k * 2;
-    case WeightFormat::kMxfp4: return (w.k + 1) / 2;
-    default: return w.k;
+// The stored format a decoder reads.
+constexpr WeightFormat format_of(Dec d) {
+  switch (d) {
+    case Dec::kF32: return WeightFormat::kF32;
+    case Dec::kBF16: return WeightFormat::kBF16;
+    case Dec::kF16: return WeightFormat::kF16;
+    case Dec::kFp8Plain:
+    case Dec::kFp8Exact: return WeightFormat::kFp8Block;
+    case Dec::kMxfp4: return WeightFormat::kMxfp4;
+    case Dec::kInt8: return WeightFormat::kInt8Row;
   }
+  return WeightFormat::kF32;
 }
 
 // 16 decoded (not yet scaled) elements starting at column c of the row at `p`; lanes past
@@ -118,12 +121,6 @@ inline float block_scale(const PackedWeight& w, const uint8_t* srow, int64_t bc)
 }
 
 
-// Byte offset of column c in a row of codes.
-template <Dec D>
-constexpr int64_t elem_offset(int64_t c) {
-  return D == Dec::kF32 ? c * 4 : D == Dec::kBF16 || D == Dec::kF16 ? c * 2 : D == Dec::kMxfp4 ? c / 2 : c;
-}
-
 // One 16-element chunk of tile(): decode, scale, FMA into acc. A function, not a lambda:
 // GCC keeps arrays a lambda captures by reference in memory, and the accumulators then
 // make a store-to-load round trip every chunk (measured 2-3x slower).
@@ -153,7 +150,7 @@ void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t
   GANNET_UNROLL for (int i = 0; i < MR; ++i)
     GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const int64_t k = w.k;
-  const int64_t rb = row_bytes(w);
+  const int64_t rb = w.row_bytes();
   const uint8_t* rows[NR];
   const uint8_t* srows[NR];
   const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
@@ -178,7 +175,7 @@ void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t
         // tile ahead measured best: 1-byte formats 11-13 -> 15-17 GB/s on 2 threads; the
         // hardware prefetcher alone leaves them latency-bound).
         GANNET_UNROLL for (int j = 0; j < NR; ++j)
-          _mm_prefetch(reinterpret_cast<const char*>(rows[j]) + elem_offset<D>(c) + pf_ahead, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(rows[j]) + packed_bytes(format_of(D), c) + pf_ahead, _MM_HINT_T0);
       }
       tile_step<D, MR, NR>(x, k, mr, rows, c, __mmask16(0xffff), sc, acc);
     }
@@ -222,7 +219,7 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
 
 template <Dec D>
 void dequant(const PackedWeight& w, int64_t r0, int64_t r1, float* out) {
-  const int64_t k = w.k, rb = row_bytes(w), bk = scaled(D) ? w.block_k : k;
+  const int64_t k = w.k, rb = w.row_bytes(), bk = scaled(D) ? w.block_k : k;
   const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * rb;

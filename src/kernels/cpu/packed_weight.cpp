@@ -21,19 +21,6 @@ const char* weight_format_name(WeightFormat f) {
   return "?";
 }
 
-uint64_t PackedWeight::data_bytes() const {
-  const uint64_t elems = uint64_t(n) * uint64_t(k);
-  switch (format) {
-    case WeightFormat::kF32: return elems * 4;
-    case WeightFormat::kBF16:
-    case WeightFormat::kF16: return elems * 2;
-    case WeightFormat::kFp8Block:
-    case WeightFormat::kInt8Row: return elems;
-    case WeightFormat::kMxfp4: return uint64_t(n) * uint64_t((k + 1) / 2);
-  }
-  return 0;
-}
-
 uint64_t PackedWeight::scale_bytes() const {
   if (!scales) return 0;
   return uint64_t(scale_rows()) * uint64_t(scale_cols()) * dtype_size(scale_dtype);
@@ -54,11 +41,11 @@ void PackedWeight::dequant_row(int64_t r, float* out) const {
   switch (format) {
     // Plain elements are read through memcpy: a mapped tensor need not be aligned.
     case WeightFormat::kF32:
-      std::memcpy(out, static_cast<const uint8_t*>(data) + r * k * 4, size_t(k) * 4);
+      std::memcpy(out, static_cast<const uint8_t*>(data) + r * row_bytes(), size_t(k) * 4);
       return;
     case WeightFormat::kBF16:
     case WeightFormat::kF16: {
-      const uint8_t* w = static_cast<const uint8_t*>(data) + r * k * 2;
+      const uint8_t* w = static_cast<const uint8_t*>(data) + r * row_bytes();
       for (int64_t c = 0; c < k; ++c) {
         uint16_t h;
         std::memcpy(&h, w + c * 2, 2);
@@ -67,12 +54,12 @@ void PackedWeight::dequant_row(int64_t r, float* out) const {
       return;
     }
     case WeightFormat::kFp8Block: {
-      const uint8_t* w = static_cast<const uint8_t*>(data) + r * k;
+      const uint8_t* w = static_cast<const uint8_t*>(data) + r * row_bytes();
       for (int64_t c = 0; c < k; ++c) out[c] = fp8_e4m3_to_f32(w[c]) * scale_at(r, c);
       return;
     }
     case WeightFormat::kMxfp4: {
-      const uint8_t* w = static_cast<const uint8_t*>(data) + r * ((k + 1) / 2);
+      const uint8_t* w = static_cast<const uint8_t*>(data) + r * row_bytes();
       for (int64_t c = 0; c < k; ++c) {
         const uint8_t byte = w[c / 2];
         out[c] = fp4_e2m1_to_f32(c % 2 ? uint8_t(byte >> 4) : uint8_t(byte & 0xf)) * scale_at(r, c);
@@ -80,7 +67,7 @@ void PackedWeight::dequant_row(int64_t r, float* out) const {
       return;
     }
     case WeightFormat::kInt8Row: {
-      const int8_t* w = static_cast<const int8_t*>(data) + r * k;
+      const int8_t* w = static_cast<const int8_t*>(data) + r * row_bytes();
       const float s = scale_at(r, 0);
       for (int64_t c = 0; c < k; ++c) out[c] = float(w[c]) * s;
       return;

@@ -26,6 +26,19 @@ enum class WeightFormat : uint8_t { kF32, kBF16, kF16, kFp8Block, kMxfp4, kInt8R
 
 const char* weight_format_name(WeightFormat f);
 
+// Bytes holding `elems` consecutive elements of a row (4-bit formats round up).
+constexpr int64_t packed_bytes(WeightFormat f, int64_t elems) {
+  switch (f) {
+    case WeightFormat::kF32: return elems * 4;
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16: return elems * 2;
+    case WeightFormat::kFp8Block:
+    case WeightFormat::kInt8Row: return elems;
+    case WeightFormat::kMxfp4: return (elems + 1) / 2;
+  }
+  return 0;
+}
+
 struct PackedWeight {
   WeightFormat format = WeightFormat::kF32;
   int64_t n = 0, k = 0;             // rows (outputs) and columns (inputs)
@@ -41,7 +54,8 @@ struct PackedWeight {
 
   int64_t scale_rows() const { return (n + block_n - 1) / block_n; }
   int64_t scale_cols() const { return (k + block_k - 1) / block_k; }
-  uint64_t data_bytes() const;   // exact, 4-bit formats included
+  int64_t row_bytes() const { return packed_bytes(format, k); }
+  uint64_t data_bytes() const { return uint64_t(n) * uint64_t(row_bytes()); }  // exact, 4-bit included
   uint64_t scale_bytes() const;
   uint64_t bytes() const { return data_bytes() + scale_bytes(); }
   // The scale of element (row, col); 1 for the plain formats.
