@@ -115,27 +115,16 @@ def dequantize_int8_checkpoint(src, dst):
 
 
 def fq8_rows(x, block, pow2):
-    """FQ8 of deepseek-v4-architecture.md §3.3 on the last dimension, in float32 (numpy and
-    ml_dtypes, independent of gannet's C++)."""
-    import ml_dtypes
+    """FQ8 of deepseek-v4-architecture.md §3.3 over the last dimension, per block: the
+    numpy + ml_dtypes implementation of tools/make_fake_quant_golden.py (independent of
+    gannet's C++)."""
     import numpy as np
-
-    f32 = np.float32
-    a = x.detach().to("cpu").numpy().astype(f32)
-    flat = a.reshape(-1, a.shape[-1])
-    out = flat.copy()
-    for r in range(flat.shape[0]):
-        for b0 in range(0, flat.shape[1], block):
-            v = flat[r, b0:b0 + block]
-            amax = np.maximum(np.max(np.abs(v)), f32(1e-4)).astype(f32)
-            s = (amax * f32(1.0 / 448.0)).astype(f32)
-            if pow2:
-                bits = np.asarray(s, dtype=f32).view(np.uint32)
-                e = int((bits >> 23) & 0xFF) - 127 + int((bits & 0x7FFFFF) != 0)
-                s = f32(np.ldexp(f32(1), e))
-            q = np.clip((v / s).astype(f32), f32(-448), f32(448)).astype(ml_dtypes.float8_e4m3fn).astype(f32)
-            out[r, b0:b0 + block] = (q * s).astype(f32)
     import torch
+    from make_fake_quant_golden import blocks, fq8
+
+    a = x.detach().to("cpu").numpy().astype(np.float32)
+    flat = a.reshape(-1, a.shape[-1])
+    out = np.stack([blocks(row, block, lambda v: fq8(v, pow2)) for row in flat])
     return torch.from_numpy(out.reshape(a.shape))
 
 
