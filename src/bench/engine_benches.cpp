@@ -195,7 +195,8 @@ Report run_prefill_bench(const PrefillOptions& o, const Roofline& roofline) {
   rep.bench = "prefill";
   rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
   rep.meta["compute_peak_gflop_per_s"] = peak;
-  rep.meta["bf16_gemm"] = kernels::bf16_gemm_name(kernels::bf16_gemm_choice());
+  if (eng.model().weight_bytes_by_format().count("bf16"))
+    rep.meta["bf16_gemm"] = kernels::bf16_gemm_name(kernels::bf16_gemm_choice());
   rep.meta["weight_bytes_per_element"] = elem;
   rep.columns = {{"prompt_len", "prompt", 0},  {"seconds", "seconds", 3},         {"tokens_per_s", "tok/s", 1},
                  {"gflop_per_s", "GFLOP/s", 1}, {"pct_compute_peak", "% peak", 1}};

@@ -38,8 +38,6 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   args_.validate();
   const int threads = args_.threads > 0 ? args_.threads : usable_cpus();
   pool_ = std::make_unique<ThreadPool>(threads);
-  // The bf16 GEMM route is measured once, at start-up, on the pool the model will use.
-  kernels::bf16_gemm_choice(pool_.get());
   io::ModelConfig cfg = io::load_model_config(args_.model);
   cfg.quantize_at_load = io::parse_quantize_flag(args_.quantize);
   cfg.exact_activations = args_.exact_activations;
@@ -53,6 +51,9 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
     });
   }
   model_ = model::create_model(cfg, *checkpoint_);
+  // A model with bf16 linears has its bf16 GEMM route measured (or GANNET_BF16_GEMM read)
+  // once, at start-up, on the pool it will use; other models never need it.
+  if (model_->weight_bytes_by_format().count("bf16")) kernels::bf16_gemm_choice(pool_.get());
   tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(args_.model));
   for (int64_t e : cfg.eos_token_ids) {
     if (e >= cfg.vocab_size)

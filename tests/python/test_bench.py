@@ -112,3 +112,52 @@ def test_throughput_length_ranges_and_async_flag(bench_env, tiny_models, gannet)
     assert p.returncode == 2 and "--async-scheduling must be on or off" in p.stderr
     p = gannet([*base, "--input-len", "8", "--input-len-max", "4"], check=False)
     assert p.returncode != 0 and "--input-len-max" in p.stderr
+
+
+def test_bf16_gemm_route_env_is_honoured_or_refused(bench_env, tmp_path, gannet):
+    """GANNET_BF16_GEMM fixes the bf16 prefill route (reported in the bench meta) for a
+    model with bf16 linears; an unknown value is an error naming the variable."""
+    import subprocess
+    from conftest import gannet_bin
+    m = tmp_path / "bf16"
+    gannet(["make-model", "--arch", "llama", "--preset", "tiny", "--dtype", "bf16", "--out", str(m)])
+    d, env = bench_env
+    for route, name in (("fma", "fma"), ("dpbf16", "vdpbf16ps")):
+        out = d / f"pp-{route}.json"
+        p = subprocess.run([gannet_bin(), "bench", "prefill", "--model", str(m), "--lengths", "9", "--repeats", "1",
+                            "--threads", "2", "--json", str(out)], capture_output=True, text=True,
+                           env={**env, "GANNET_BF16_GEMM": route}, timeout=600)
+        assert p.returncode == 0, p.stderr
+        assert json.loads(out.read_text())["bf16_gemm"] == name
+    p = subprocess.run([gannet_bin(), "generate", "--model", str(m), "--prompt", "x", "--max-tokens", "1"],
+                       capture_output=True, text=True, env={**env, "GANNET_BF16_GEMM": "amx"}, timeout=300)
+    assert p.returncode != 0 and "GANNET_BF16_GEMM must be auto, dpbf16 or fma" in p.stderr
+
+
+def test_quantize_flags_refused_with_their_name(bench_env, tiny_models, gannet):
+    import subprocess
+    from conftest import gannet_bin
+    model = str(tiny_models["llama"])
+    p = gannet(["bench", "decode", "--model", model, "--quantize", "q4"], check=False)
+    assert p.returncode == 2 and "--quantize must be none, fp8 or int8" in p.stderr
+    p = gannet(["info", "--model", model, "--quantize", "q4"], check=False)
+    assert p.returncode == 2 and "--quantize must be none, fp8 or int8" in p.stderr
+    _, env = bench_env
+    for var, val, msg in (("GANNET_QUANTIZE", "q4", "--quantize must be none, fp8 or int8"),
+                          ("GANNET_EXACT_ACTIVATIONS", "maybe", "GANNET_EXACT_ACTIVATIONS must be on or off")):
+        p = subprocess.run([gannet_bin(), "generate", "--model", model, "--prompt", "x", "--max-tokens", "1"],
+                           capture_output=True, text=True, env={**env, var: val}, timeout=300)
+        assert p.returncode != 0 and msg in p.stderr, (var, p.stderr)
+    # Honoured: GANNET_QUANTIZE=int8 gives what --quantize int8 gives, and differs from none.
+    base = [gannet_bin(), "generate", "--model", model, "--prompt", "quantized?", "--max-tokens", "4", "--json",
+            "--temperature", "0",
+            "--logprobs", "1"]
+    flag = subprocess.run([*base, "--quantize", "int8"], capture_output=True, text=True, env=env, timeout=300)
+    via_env = subprocess.run(base, capture_output=True, text=True, env={**env, "GANNET_QUANTIZE": "int8"}, timeout=300)
+    plain = subprocess.run(base, capture_output=True, text=True, env=env, timeout=300)
+    def result(p):
+        assert p.returncode == 0, p.stderr
+        j = json.loads(p.stdout)
+        j.pop("seed")  # drawn per request when none is given
+        return j
+    assert result(flag) == result(via_env) and result(flag) != result(plain)
