@@ -115,9 +115,4 @@ uint8_t f32_to_fp4_e2m1(float f) {
   return sign | best;
 }
 
-float e8m0_to_f32(uint8_t v) {
-  if (v == 0xff) return std::numeric_limits<float>::quiet_NaN();
-  return std::ldexp(1.0f, int(v) - 127);
-}
-
 }  // namespace gannet

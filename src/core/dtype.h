@@ -44,7 +44,11 @@ uint16_t f32_to_f16(float f);  // round to nearest even, overflow to inf
 // OCP FP8 E4M3 ("fn": no infinities, 0x7f/0xff are NaN, max 448).
 float fp8_e4m3_to_f32(uint8_t v);
 // OCP E8M0 scale: 2^(v-127); 0xff is NaN.
-float e8m0_to_f32(uint8_t v);
+// 2^(v - 127) from its bits (v = 0 is the subnormal 2^-127), 0xff NaN. Inline: kernels
+// read one per scale block.
+inline float e8m0_to_f32(uint8_t v) {
+  return bits_to_f32(v == 0xff ? 0x7fc00000u : v == 0 ? 0x00400000u : uint32_t(v) << 23);
+}
 // OCP FP4 E2M1 ("fn"): the low 4 bits of v; values ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
 float fp4_e2m1_to_f32(uint8_t v);
 

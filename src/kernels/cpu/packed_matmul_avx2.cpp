@@ -100,14 +100,6 @@ inline void fp8_div256(__m128i b, __m256& lo, __m256& hi) {
   _mm256_storeu_ps(hi, _mm256_mul_ps(_mm256_mul_ps(h, k256), sv));
 }
 
-// e8m0_to_f32 without the libm call: 2^(v-127), 2^-127 subnormal, 0xff NaN.
-inline float e8m0(uint8_t v) {
-  const uint32_t bits = v == 0xff ? 0x7fc00000u : v == 0 ? 0x00400000u : uint32_t(v) << 23;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 // The current scale block of NR rows (block_k is shared by the rows). The scales are
 // read through row pointers rather than scale_at, whose divisions and libm call cost
 // more than decoding a 32-element MXFP4 block.
@@ -141,7 +133,7 @@ inline void update_scales(const PackedWeight& w, int64_t c, Scales<NR>& sc) {
     sc.exact = false;
     GANNET_UNROLL for (int j = 0; j < NR; ++j) {
       float s = 1.0f;
-      if (sc.row[j] && w.scale_dtype == DType::F8_E8M0) s = e8m0(sc.row[j][b]);
+      if (sc.row[j] && w.scale_dtype == DType::F8_E8M0) s = e8m0_to_f32(sc.row[j][b]);
       else if (sc.row[j]) std::memcpy(&s, sc.row[j] + b * 4, 4);  // a mapped tensor need not be aligned
       sc.s[j] = s;
       if constexpr (F == WeightFormat::kFp8Block) {

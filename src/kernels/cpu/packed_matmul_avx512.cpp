@@ -106,17 +106,8 @@ inline __m512 decode(const uint8_t* p, int64_t c, __mmask16 mk) {
 template <Dec D>
 inline float block_scale(const PackedWeight& w, const uint8_t* srow, int64_t bc) {
   float s;
-  if (w.scale_dtype == DType::F8_E8M0) {
-    const uint8_t e = srow[bc];
-    if (e == 0xff) {
-      s = NAN;
-    } else {
-      const uint32_t bits = e == 0 ? 0x00400000u : uint32_t(e) << 23;  // 2^(e-127); e = 0 is subnormal
-      std::memcpy(&s, &bits, 4);
-    }
-  } else {
-    std::memcpy(&s, srow + bc * 4, 4);
-  }
+  if (w.scale_dtype == DType::F8_E8M0) s = e8m0_to_f32(srow[bc]);
+  else std::memcpy(&s, srow + bc * 4, 4);
   return D == Dec::kFp8Plain ? s * 256.0f : s;
 }
 
