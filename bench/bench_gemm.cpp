@@ -75,7 +75,7 @@ void gemm_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "k", "m", "isa", "threads"});
   for (int isa : {1, 2})
     for (int threads : {1, 2})
-      for (int m : {64, 128}) b->Args({2048, 2048, m, isa, threads});
+      for (int m : {32, 64, 128}) b->Args({2048, 2048, m, isa, threads});
   b->Args({8192, 2048, 512, 2, 2});  // 1B-model-sized prefill: 512 tokens, 8192 outputs
 }
 

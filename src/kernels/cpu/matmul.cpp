@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/canonical.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/lane_gemm.h"
 #include "kernels/cpu/matmul_impl.h"
 
 namespace gannet::kernels {
@@ -28,6 +29,13 @@ constexpr int64_t kColumnGrain = 16;
 // more than the work (tiny models, test shapes). Which thread computes a column never
 // changes its bits, so this is only a speed decision.
 constexpr int64_t kMinParallelMacs = int64_t(1) << 17;
+
+// From this many x rows on, AVX-512 products run as lane-split GEMMs (lane_gemm.h). Below
+// them the 12-row tiles waste padding and packing w costs more than it saves: on the
+// 2-core Xeon VM (n = k = 2048, 2 threads) the lane GEMM measured 1.35x the 4x4 f32 tiles
+// at 64 rows and level at 32; for bf16 level with the FMA tiles at 64 and 0.8x at 32.
+constexpr int64_t kLaneMinRowsF32 = 48;
+constexpr int64_t kLaneMinRowsBf16 = 64;
 
 template <typename Fn>
 void over_columns(int64_t macs, int64_t n, ThreadPool* pool, const Fn& fn) {
@@ -67,14 +75,14 @@ const float* to_bf16_split(const float* x, int64_t m, int64_t k, int64_t ldx) {
   return xs;
 }
 
-// Times both AVX-512 bf16 GEMM variants on a prefill-shaped problem (64 rows, 192
-// columns, k = 2048: 50 MFLOP each, weights out of L1 as in a model) on the pool of the
-// first call that asks, best of 5, and takes the FMA route only when it is at least 10 %
-// faster: on the 2-core Xeon VM one thread on a small in-cache problem favoured FMAs while
-// the 1b model's pp512 on 2 threads ran 8-10 % faster on vdpbf16ps.
+// Times both AVX-512 bf16 GEMM variants on a prefill-shaped problem (192 rows, 128
+// columns, k = 2048: 100 MFLOP each, the lane-split GEMM on the FMA side) on the pool of
+// the first call that asks, best of 5, and takes the FMA route only when it is at least
+// 10 % faster. On the 2-core Xeon VM the lane GEMM ran the 1b model's pp512 1.4x faster
+// than vdpbf16ps; before it, 4x4 FMA tiles had lost to vdpbf16ps by 8-10 %.
 Bf16Gemm measure_bf16_gemm(ThreadPool* pool) {
   if (!isa_supported(Isa::kAvx512)) return Bf16Gemm::kDpbf16;
-  const int64_t m = 64, n = 192, k = 2048;
+  const int64_t m = 192, n = 128, k = 2048;
   std::vector<float> x(size_t(m * k)), y(size_t(m * n));
   std::vector<uint16_t> w(size_t(n * k));
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) * 0.125f;
@@ -121,6 +129,11 @@ void matmul_f32_isa(Isa isa, const float* x, int64_t m, int64_t k, const float* 
                     float* y, ThreadPool* pool) {
   GANNET_CHECK(m >= 0 && k >= 0 && n >= 0, "m=", m, " k=", k, " n=", n);
   if (m == 0 || n == 0) return;
+  if (isa == Isa::kAvx512 && m >= kLaneMinRowsF32) {
+    avx512::LaneWeight lw;
+    lw.f32 = w;
+    return lane_matmul(avx512::LaneOrder::kF32, x, m, k, lw, n, y, pool);
+  }
   auto cols = pick_variant(isa, ref::matmul_f32_cols, avx2::matmul_f32_cols, avx512::matmul_f32_cols);
   over_columns(m * n * k, n, pool, [&](int64_t b, int64_t e) { cols(x, m, k, w, b, e, y, n); });
 }
@@ -139,6 +152,11 @@ void matmul_bf16_variant(Isa isa, Bf16Gemm variant, const float* x, int64_t m, i
   // One row is the bandwidth-bound GEMV: vdpbf16ps reads the same bytes.
   if (isa == Isa::kAvx512 && m > 1) {
     if (variant == Bf16Gemm::kAuto) variant = bf16_gemm_choice(pool);
+    if (variant == Bf16Gemm::kFma && m >= kLaneMinRowsBf16) {
+      avx512::LaneWeight lw;
+      lw.bf16 = w;
+      return lane_matmul(avx512::LaneOrder::kBf16, x, m, k, lw, n, y, pool);
+    }
     if (variant == Bf16Gemm::kFma) {
       const float* xs = to_bf16_split(x, m, k, ldx);
       over_columns(m * n * k, n, pool, [&](int64_t b, int64_t e) { avx512::matmul_bf16_fma_cols(xs, ldx, m, k, w, b, e, y, n); });

@@ -29,7 +29,7 @@ void matmul_bf16_isa(Isa isa, const float* x, int64_t m, int64_t k, const uint16
                      int64_t n, float* y, ThreadPool* pool);
 
 // How AVX-512 computes a bf16 product of more than one row: vdpbf16ps, or two FMAs per
-// lane under DAZ/FTZ (same bits). kAuto takes what bf16_gemm_choice() measured.
+// lane under DAZ/FTZ (same bits; from 64 rows on as the lane-split GEMM, lane_gemm.h). kAuto takes what bf16_gemm_choice() measured.
 enum class Bf16Gemm { kAuto, kDpbf16, kFma };
 const char* bf16_gemm_name(Bf16Gemm v);
 void matmul_bf16_variant(Isa isa, Bf16Gemm variant, const float* x, int64_t m, int64_t k, const uint16_t* w,

@@ -1,0 +1,244 @@
+// Lane-split GEMM (lane_gemm.h): packing, the 12 x 32 single-lane register tile, and the
+// tree across the 16 lane partials.
+#include "kernels/cpu/lane_gemm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cpu/canonical.h"
+#include "kernels/cpu/packed_matmul_impl.h"
+#include "kernels/cpu/simd_avx512.h"
+
+namespace gannet::kernels::avx512 {
+
+namespace {
+
+constexpr int kMr = int(kLaneMr), kNr = int(kLaneNr);
+// Steps of one lane per register-tile pass: the w slice of a pass ([steps][32] f32,
+// 16 KiB) stays in L1 while every x tile of the m-block streams past it.
+constexpr int64_t kStepBlock = 128;
+// Cache budgets (2 MiB L2 per core on the machines measured): the packed w of an n-block
+// and the packed x of an m-block each take about this much.
+constexpr int64_t kBlockBytes = int64_t(768) << 10;
+
+// 16 x 16 transpose: afterwards r[c] holds column c of the rows that came in.
+inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+  GANNET_UNROLL for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // Per 128-bit lane q, r[4i + j] below holds column 4q + j of rows 4i..4i+3.
+  GANNET_UNROLL for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  __m512 o[16];
+  GANNET_UNROLL for (int j = 0; j < 4; ++j) {
+    const __m512 a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), b = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+    const __m512 c = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88),
+                 d = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    o[j] = _mm512_shuffle_f32x4(a, c, 0x88);
+    o[8 + j] = _mm512_shuffle_f32x4(a, c, 0xdd);
+    o[4 + j] = _mm512_shuffle_f32x4(b, d, 0x88);
+    o[12 + j] = _mm512_shuffle_f32x4(b, d, 0xdd);
+  }
+  GANNET_UNROLL for (int i = 0; i < 16; ++i) r[i] = o[i];
+}
+
+// Floats between the lanes of a packed w panel: S steps of 32, plus one cache line so
+// that the 16 stores of a transposed block do not all land in the same L1 set.
+inline int64_t w_lane_stride(int64_t S) { return S * kNr + 16; }
+
+// Packs `rows` (<= 32) f32 rows [rows, ld] of length k into wb [16][S][32] (lane stride
+// w_lane_stride) in f32 order; rows past `rows` and elements past k are +0.
+void pack_w_f32(const float* w, int64_t ld, int64_t rows, int64_t k, int64_t S, float* wb) {
+  const int64_t ls = w_lane_stride(S);
+  for (int g = 0; g < 2; ++g) {
+    for (int64_t c = 0; c < S; ++c) {
+      const __mmask16 mk = mask16(k - 16 * c);
+      __m512 r[16];
+      GANNET_UNROLL for (int i = 0; i < 16; ++i) {
+        const int64_t row = 16 * g + i;
+        r[i] = row < rows ? _mm512_maskz_loadu_ps(mk, w + row * ld + 16 * c) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      GANNET_UNROLL for (int l = 0; l < 16; ++l) _mm512_storeu_ps(wb + l * ls + c * kNr + 16 * g, r[l]);
+    }
+  }
+}
+
+// The same from bf16 rows in bf16 order: chunk c's odd elements go to step 2c, its even
+// ones to step 2c + 1.
+void pack_w_bf16(const uint16_t* w, int64_t ld, int64_t rows, int64_t k, int64_t S, float* wb) {
+  const int64_t ls = w_lane_stride(S);
+  for (int g = 0; g < 2; ++g) {
+    for (int64_t c = 0; c < S / 2; ++c) {
+      const __mmask32 mk = mask32(k - 32 * c);
+      __m512 odd[16], even[16];
+      GANNET_UNROLL for (int i = 0; i < 16; ++i) {
+        const int64_t row = 16 * g + i;
+        const __m512i v = row < rows ? _mm512_maskz_loadu_epi16(mk, w + row * ld + 32 * c) : _mm512_setzero_si512();
+        odd[i] = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
+        even[i] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+      }
+      transpose16(odd);
+      transpose16(even);
+      GANNET_UNROLL for (int l = 0; l < 16; ++l) {
+        _mm512_storeu_ps(wb + l * ls + 2 * c * kNr + 16 * g, odd[l]);
+        _mm512_storeu_ps(wb + l * ls + (2 * c + 1) * kNr + 16 * g, even[l]);
+      }
+    }
+  }
+}
+
+// One lane, `steps` steps, of a kMr x 32 tile: p [kMr][32] (rows ldp floats apart) =
+// (kFirst ? +0 : p) + x (.) w. xp: [steps][kMr], wp: [steps][32].
+template <bool kFirst>
+void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp) {
+  __m512 acc[kMr][2];
+  GANNET_UNROLL for (int i = 0; i < kMr; ++i) {
+    acc[i][0] = kFirst ? _mm512_setzero_ps() : _mm512_loadu_ps(p + i * ldp);
+    acc[i][1] = kFirst ? _mm512_setzero_ps() : _mm512_loadu_ps(p + i * ldp + 16);
+  }
+  for (int64_t s = 0; s < steps; ++s, xp += kMr, wp += kNr) {
+    const __m512 w0 = _mm512_loadu_ps(wp), w1 = _mm512_loadu_ps(wp + 16);
+    GANNET_UNROLL for (int i = 0; i < kMr; ++i) {
+      const __m512 xb = _mm512_set1_ps(xp[i]);
+      acc[i][0] = _mm512_fmadd_ps(xb, w0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(xb, w1, acc[i][1]);
+    }
+  }
+  GANNET_UNROLL for (int i = 0; i < kMr; ++i) {
+    _mm512_storeu_ps(p + i * ldp, acc[i][0]);
+    _mm512_storeu_ps(p + i * ldp + 16, acc[i][1]);
+  }
+}
+
+// y rows [row0, row0 + kMr * tiles) (those < m), columns [j, j + ncols): the canonical
+// tree over the lane partials p [tiles][kMr][16 lanes][32] (each output's 16 partials in
+// one 2 KiB run).
+void tree_store(const float* p, int64_t tiles, int64_t row0, int64_t m, int64_t ncols, float* y, int64_t ldy) {
+  for (int64_t t = 0; t < tiles; ++t)
+    for (int i = 0; i < kMr; ++i) {
+      const int64_t row = row0 + t * kMr + i;
+      if (row >= m) return;
+      for (int v = 0; v < 2; ++v) {
+        if (16 * v >= ncols) break;
+        const float* q = p + (t * kMr + i) * 16 * kNr + 16 * v;
+        __m512 a[16];
+        GANNET_UNROLL for (int l = 0; l < 16; ++l) a[l] = _mm512_loadu_ps(q + l * kNr);
+        GANNET_UNROLL for (int l = 0; l < 8; ++l) a[l] = _mm512_add_ps(a[l], a[l + 8]);
+        GANNET_UNROLL for (int l = 0; l < 4; ++l) a[l] = _mm512_add_ps(a[l], a[l + 4]);
+        GANNET_UNROLL for (int l = 0; l < 2; ++l) a[l] = _mm512_add_ps(a[l], a[l + 2]);
+        a[0] = _mm512_add_ps(a[0], a[1]);
+        _mm512_mask_storeu_ps(y + row * ldy + 16 * v, mask16(ncols - 16 * v), a[0]);
+      }
+    }
+}
+
+}  // namespace
+
+int64_t lane_steps(LaneOrder order, int64_t k) {
+  return order == LaneOrder::kF32 ? (k + 15) / 16 : 2 * ((k + 31) / 32);
+}
+
+int64_t lane_tiles(int64_t m) { return (m + kLaneMr - 1) / kLaneMr; }
+
+int64_t lane_x_floats(LaneOrder order, int64_t m, int64_t k) {
+  return lane_tiles(m) * 16 * lane_steps(order, k) * kLaneMr;
+}
+
+void lane_pack_x(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t t0, int64_t t1, float* xp) {
+  const int64_t S = lane_steps(order, k);
+  alignas(64) float chunk[32];
+  for (int64_t t = t0; t < t1; ++t) {
+    float* xt = xp + t * 16 * S * kMr;
+    for (int i = 0; i < kMr; ++i) {
+      const int64_t row = t * kMr + i;
+      const float* xr = x + row * k;
+      if (order == LaneOrder::kF32) {
+        for (int64_t c = 0; c < S; ++c) {
+          const __m512 v = row < m ? _mm512_maskz_loadu_ps(mask16(k - 16 * c), xr + 16 * c) : _mm512_setzero_ps();
+          _mm512_store_ps(chunk, v);
+          for (int l = 0; l < 16; ++l) xt[(l * S + c) * kMr + i] = chunk[l];
+        }
+      } else {
+        for (int64_t c = 0; c < S / 2; ++c) {
+          for (int e = 0; e < 32; ++e) {
+            const int64_t col = 32 * c + e;
+            chunk[e] = row < m && col < k ? bf16_to_f32(f32_to_bf16(xr[col])) : 0.0f;
+          }
+          for (int l = 0; l < 16; ++l) {
+            xt[(l * S + 2 * c) * kMr + i] = chunk[2 * l + 1];
+            xt[(l * S + 2 * c + 1) * kMr + i] = chunk[2 * l];
+          }
+        }
+      }
+    }
+  }
+}
+
+void lane_gemm_cols(LaneOrder order, const float* xp, int64_t m, int64_t k, const LaneWeight& w, int64_t n0,
+                    int64_t n1, float* y, int64_t ldy, const LaneBlocking& blocking) {
+  if (m == 0 || n0 >= n1) return;
+  const int64_t S = lane_steps(order, k);
+  const int64_t panel_floats = 16 * w_lane_stride(S);  // one 32-column w panel
+  const int64_t tiles = lane_tiles(m);
+  const int64_t panels_per_block =
+      blocking.panels > 0 ? blocking.panels : std::max<int64_t>(1, kBlockBytes / (panel_floats * 4));
+  const int64_t tiles_per_block =
+      blocking.tiles > 0 ? blocking.tiles : std::max<int64_t>(1, kBlockBytes / (16 * S * kMr * 4));
+  const int64_t step_block = blocking.steps > 0 ? blocking.steps : kStepBlock;
+  thread_local std::vector<float> wbuf, pbuf, rows;  // grow only
+  if (int64_t(wbuf.size()) < panels_per_block * panel_floats) wbuf.resize(size_t(panels_per_block * panel_floats));
+  if (int64_t(pbuf.size()) < 16 * tiles_per_block * kMr * kNr) pbuf.resize(size_t(16 * tiles_per_block * kMr * kNr));
+  if (w.packed && int64_t(rows.size()) < kNr * k) rows.resize(size_t(kNr * k));
+  const bool daz = order == LaneOrder::kBf16;
+
+  for (int64_t nb = n0; nb < n1; nb += panels_per_block * kNr) {
+    const int64_t ne = std::min(n1, nb + panels_per_block * kNr);
+    const int64_t panels = (ne - nb + kNr - 1) / kNr;
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t j = nb + p * kNr, nr = std::min<int64_t>(kNr, ne - j);
+      float* wb = wbuf.data() + p * panel_floats;
+      if (w.f32) pack_w_f32(w.f32 + j * k, k, nr, k, S, wb);
+      else if (w.bf16) pack_w_bf16(w.bf16 + j * k, k, nr, k, S, wb);
+      else {
+        dequant_rows(*w.packed, j, j + nr, rows.data());
+        pack_w_f32(rows.data(), k, nr, k, S, wb);
+      }
+    }
+    for (int64_t tb = 0; tb < tiles; tb += tiles_per_block) {
+      const int64_t te = std::min(tiles, tb + tiles_per_block), nt = te - tb;
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t j = nb + p * kNr, nr = std::min<int64_t>(kNr, ne - j);
+        const float* wb = wbuf.data() + p * panel_floats;
+        const unsigned saved = _mm_getcsr();
+        if (daz) _mm_setcsr(saved | 0x8040u);  // DAZ | FTZ, as vdpbf16ps (denormals.h)
+        for (int l = 0; l < 16; ++l) {
+          float* pl = pbuf.data() + l * kNr;
+          for (int64_t s0 = 0; s0 < S; s0 += step_block) {
+            const int64_t steps = std::min(step_block, S - s0);
+            const float* wl = wb + l * w_lane_stride(S) + s0 * kNr;
+            for (int64_t t = tb; t < te; ++t) {
+              const float* xl = xp + ((t * 16 + l) * S + s0) * kMr;
+              float* pt = pl + (t - tb) * kMr * 16 * kNr;
+              if (s0 == 0) micro<true>(xl, wl, steps, pt, 16 * kNr);
+              else micro<false>(xl, wl, steps, pt, 16 * kNr);
+            }
+          }
+        }
+        if (daz) _mm_setcsr(saved);  // the tree adds run with the caller's MXCSR
+        tree_store(pbuf.data(), nt, tb * kMr, m, nr, y + j, ldy);
+      }
+    }
+  }
+}
+
+}  // namespace gannet::kernels::avx512
