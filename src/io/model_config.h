@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "io/rope_config.h"
 
 namespace gannet::io {
+
+struct DeepseekV41Config;
 
 enum class HiddenAct { kSilu, kGeluErf, kGeluTanh };
 
@@ -49,6 +52,10 @@ struct ModelConfig {
   std::string torch_dtype;      // dtype / torch_dtype: storage hint, compute is float32
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
+  // DeepseekV41ForCausalLM: its whole config (deepseek_v41_config.h); the fields above
+  // then hold what the engine needs in common terms (hidden_size of the text model,
+  // intermediate_size = moe_intermediate_size, ...). Null for other architectures.
+  std::shared_ptr<const DeepseekV41Config> deepseek_v41;
 
   // Parameter count implied by the shapes (embeddings counted once when tied).
   int64_t num_parameters() const;

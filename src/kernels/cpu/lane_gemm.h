@@ -28,7 +28,7 @@ namespace gannet::kernels::avx512 {
 
 enum class LaneOrder { kF32, kBf16 };
 
-inline constexpr int64_t kLaneMr = 14;  // x rows per register tile
+inline constexpr int64_t kLaneMr = 12;  // x rows per register tile
 inline constexpr int64_t kLaneNr = 32;  // output columns per register tile (2 zmm)
 
 int64_t lane_steps(LaneOrder order, int64_t k);

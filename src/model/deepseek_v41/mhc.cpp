@@ -1,0 +1,97 @@
+#include "model/deepseek_v41/mhc.h"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/rmsnorm.h"
+
+namespace gannet::model::deepseek_v41 {
+
+namespace {
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+}  // namespace
+
+void mhc_mixes(const io::DeepseekV41Config& c, const MhcSite& site, const float* X, int64_t n, float* pre,
+               float* post, float* comb, MhcWorkspace& ws, ThreadPool* pool) {
+  const int64_t hc = c.hc_mult, d = c.hidden_size, m = (2 + hc) * hc;
+  const float eps = float(c.hc_eps);
+  ws.flat.resize(size_t(n * hc * d));
+  ws.mixes.resize(size_t(n * m));
+  // One RMS statistic over all hc * d values of a token, then the projection.
+  kernels::rmsnorm(X, nullptr, ws.flat.data(), n, hc * d, float(c.rms_norm_eps));
+  kernels::matmul_packed(ws.flat.data(), n, site.fn, ws.mixes.data(), pool);
+  const float* b = site.base.data();
+  const float* s = site.scale.data();
+  for (int64_t t = 0; t < n; ++t) {
+    const float* mx = ws.mixes.data() + t * m;
+    for (int64_t k = 0; k < hc; ++k) {
+      pre[t * hc + k] = sigmoid(mx[k] * s[0] + b[k]) + eps;
+      post[t * hc + k] = 2.0f * sigmoid(mx[hc + k] * s[1] + b[hc + k]);
+    }
+    float* C = comb + t * hc * hc;
+    for (int64_t j = 0; j < hc; ++j) {  // row softmax, then + eps
+      float* row = C + j * hc;
+      float rmax = -INFINITY;
+      for (int64_t k = 0; k < hc; ++k) {
+        row[k] = mx[2 * hc + j * hc + k] * s[2] + b[2 * hc + j * hc + k];
+        rmax = std::max(rmax, row[k]);
+      }
+      float sum = 0.0f;
+      for (int64_t k = 0; k < hc; ++k) {
+        row[k] = std::exp(row[k] - rmax);
+        sum += row[k];
+      }
+      for (int64_t k = 0; k < hc; ++k) row[k] = row[k] / sum + eps;
+    }
+    auto cols = [&] {
+      for (int64_t k = 0; k < hc; ++k) {
+        float sum = 0.0f;
+        for (int64_t j = 0; j < hc; ++j) sum += C[j * hc + k];
+        for (int64_t j = 0; j < hc; ++j) C[j * hc + k] /= (sum + eps);
+      }
+    };
+    auto rows = [&] {
+      for (int64_t j = 0; j < hc; ++j) {
+        float sum = 0.0f;
+        for (int64_t k = 0; k < hc; ++k) sum += C[j * hc + k];
+        for (int64_t k = 0; k < hc; ++k) C[j * hc + k] /= (sum + eps);
+      }
+    };
+    cols();
+    for (int64_t it = 1; it < c.hc_sinkhorn_iters; ++it) {
+      rows();
+      cols();
+    }
+  }
+}
+
+void mhc_collapse(const float* X, int64_t n, int64_t hc, int64_t d, const float* pre, float* out) {
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out + t * d;
+    const float* x = X + t * hc * d;
+    for (int64_t i = 0; i < d; ++i) {
+      float acc = pre[t * hc] * x[i];
+      for (int64_t k = 1; k < hc; ++k) acc += pre[t * hc + k] * x[k * d + i];
+      o[i] = acc;
+    }
+  }
+}
+
+void mhc_expand(float* X, int64_t n, int64_t hc, int64_t d, const float* y, const float* post, const float* comb) {
+  std::vector<float> old(static_cast<size_t>(hc));
+  for (int64_t t = 0; t < n; ++t) {
+    float* x = X + t * hc * d;
+    const float* C = comb + t * hc * hc;
+    for (int64_t i = 0; i < d; ++i) {
+      for (int64_t j = 0; j < hc; ++j) old[size_t(j)] = x[j * d + i];
+      for (int64_t k = 0; k < hc; ++k) {
+        float mixed = C[k] * old[0];
+        for (int64_t j = 1; j < hc; ++j) mixed += C[j * hc + k] * old[size_t(j)];
+        x[k * d + i] = post[t * hc + k] * y[t * d + i] + mixed;
+      }
+    }
+  }
+}
+
+}  // namespace gannet::model::deepseek_v41

@@ -1,0 +1,60 @@
+// DeepSeek-V4.1 weights as the raw released checkpoint names them (deepseek-v4-architecture.md
+// §9.7), held packed over the memory map: FP8 E4M3 linears with E8M0 block scales, MXFP4
+// routed experts, FP8 Engram tables with one E8M0 scale per 32 channels. Small tensors
+// (norm weights, mHC parameters, sinks, gate biases) are copied to f32.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "io/deepseek_v41_config.h"
+#include "kernels/cpu/packed_weight.h"
+#include "model/moe.h"
+
+namespace gannet::model::deepseek_v41 {
+
+struct MhcSite {
+  kernels::PackedWeight fn;  // [(2 + hc) * hc, hc * hidden] f32
+  std::vector<float> base;   // [(2 + hc) * hc]
+  std::vector<float> scale;  // [3]
+};
+
+struct EngramWeights {
+  kernels::PackedWeight table;  // [rows, head_dim] FP8, scales [rows, head_dim / 32] E8M0
+  kernels::PackedWeight wkv;    // [(hc + 1) * hidden, n_cols * head_dim]
+  std::vector<float> lambda;    // [hc, hidden]: q_weight * k_weight (only the product is used)
+};
+
+struct LayerWeights {
+  MhcSite hc_attn, hc_ffn;
+  std::vector<float> attn_norm, ffn_norm;  // [hidden]
+  kernels::PackedWeight wq_a, wq_b, wkv, wo_a, wo_b;
+  std::vector<float> q_norm, kv_norm, attn_sink;
+  // KV sources: the compressor and the indexer's key path.
+  kernels::PackedWeight comp_wkv, comp_wgate;  // wgate only at ratio > 1
+  std::vector<float> comp_norm;
+  kernels::PackedWeight idx_wk;
+  std::vector<float> idx_k_norm;
+  // Index sources: the indexer's query path.
+  kernels::PackedWeight idx_wq_b, idx_weights_proj;
+  MoeWeights moe;
+  std::vector<float> gate_bias_vl;  // image-span selection bias (text-only: unused)
+  bool has_engram = false;
+  EngramWeights engram;
+};
+
+struct Weights {
+  kernels::PackedWeight embed;  // [vocab, hidden] bf16
+  kernels::PackedWeight head;   // [vocab, hidden]
+  std::vector<float> norm;      // [hidden]
+  std::vector<LayerWeights> layers;
+  int64_t mtp_tensors = 0;      // DSpark tensors present (kept for speculative decoding)
+};
+
+// Loads and checks every tensor: names (every missing or unexpected tensor is reported
+// in one error), dtypes, shapes and scale shapes.
+Weights load_weights(const io::DeepseekV41Config& cfg, const io::Checkpoint& ckpt);
+
+}  // namespace gannet::model::deepseek_v41
