@@ -12,23 +12,25 @@
 
 namespace gannet::cache {
 
-int64_t CacheEngine::blocks_for_budget(const model::CacheSpec& spec, uint64_t bytes, int block_size,
+int64_t CacheEngine::blocks_for_budget(const kernels::CacheSpec& spec, uint64_t bytes, int block_size,
                                        int64_t num_state_slots) {
   const uint64_t state = uint64_t(num_state_slots) * uint64_t(spec.state_bytes_per_seq);
   if (bytes <= state) return 0;
-  const uint64_t per_block = uint64_t(spec.bytes_per_token()) * uint64_t(block_size);
+  const uint64_t per_block = spec.bytes_per_block(block_size);
+  if (per_block == 0) return int64_t(1) << 20;  // nothing paged: blocks cost nothing
   return int64_t((bytes - state) / per_block);
 }
 
-CacheEngine::CacheEngine(const model::CacheSpec& spec, int64_t num_blocks, int block_size, int64_t num_state_slots)
+CacheEngine::CacheEngine(const kernels::CacheSpec& spec, int64_t num_blocks, int block_size, int64_t num_state_slots)
     : spec_(spec), num_blocks_(num_blocks), block_size_(block_size), num_slots_(num_state_slots) {
-  GANNET_CHECK(spec.kv_dtype == DType::F32, "only f32 KV caches exist so far");
   if (num_blocks < 1 || block_size < 1) fail("KV cache needs at least one block of at least one token");
-  const int64_t row = spec.num_kv_heads * spec.head_dim;  // floats per token per layer
-  const int64_t arena = num_blocks * block_size * row;     // floats per layer per K or V
-  const uint64_t kv_bytes = uint64_t(2 * spec.num_layers * arena) * sizeof(float);
+  spec.check_block_size(block_size);
+  for (const kernels::CacheGroup& g : spec.groups)
+    GANNET_CHECK(g.bytes_per_entry % 4 == 0 && g.layers >= 0, "cache group '", g.name, "'");
+  GANNET_CHECK(spec.state_bytes_per_seq % 8 == 0, "state bytes ", spec.state_bytes_per_seq);
+  const uint64_t paged = uint64_t(num_blocks) * spec.bytes_per_block(block_size);
   const uint64_t state_bytes = uint64_t(num_state_slots) * uint64_t(spec.state_bytes_per_seq);
-  bytes_ = kv_bytes + state_bytes;
+  bytes_ = paged + state_bytes;
   const size_t map_bytes = bytes_ ? bytes_ : 1;
   void* p = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) fail("cannot reserve ", format_bytes(bytes_), " for the KV cache: ", std::strerror(errno));
@@ -45,31 +47,38 @@ CacheEngine::CacheEngine(const model::CacheSpec& spec, int64_t num_blocks, int b
       fail("cannot commit ", format_bytes(bytes_), " of memory for the KV cache: ", std::strerror(e));
     }
   }
-  kv_ = static_cast<float*>(p);
-  state_ = reinterpret_cast<uint8_t*>(p) + kv_bytes;
-  for (int64_t l = 0; l < spec.num_layers; ++l) {
-    kernels::KvCacheLayerMut v;
-    v.k = kv_ + (2 * l) * arena;
-    v.v = kv_ + (2 * l + 1) * arena;
-    v.block_stride = block_size * row;
-    v.slot_stride = row;
-    v.block_size = block_size;
-    views_.layers.push_back(v);
+  mem_ = static_cast<uint8_t*>(p);
+  uint8_t* at = mem_;
+  for (const kernels::CacheGroup& g : spec.groups) {
+    std::vector<kernels::CacheArena>& layers = views_.groups.emplace_back();
+    const int64_t block_bytes = int64_t(block_size / g.tokens_per_entry) * g.bytes_per_entry;
+    for (int64_t l = 0; l < g.layers; ++l) {
+      kernels::CacheArena a;
+      a.base = at;
+      a.block_stride = block_bytes;
+      a.entry_stride = g.bytes_per_entry;
+      a.tokens_per_entry = g.tokens_per_entry;
+      a.block_size = block_size;
+      layers.push_back(a);
+      at += num_blocks * block_bytes;
+    }
   }
+  state_ = mem_ + paged;
+  views_.state = state_;
+  views_.state_stride = spec.state_bytes_per_seq;
+  views_.num_state_slots = num_state_slots;
 }
 
 CacheEngine::~CacheEngine() {
-  if (kv_) ::munmap(kv_, bytes_ ? bytes_ : 1);
+  if (mem_) ::munmap(mem_, bytes_ ? bytes_ : 1);
 }
 
 void CacheEngine::copy_blocks(const std::vector<BlockCopy>& copies) {
   for (const BlockCopy& c : copies) {
     GANNET_CHECK(c.src >= 0 && c.src < num_blocks_ && c.dst >= 0 && c.dst < num_blocks_);
-    for (const auto& l : views_.layers) {
-      const size_t n = size_t(l.block_stride) * sizeof(float);
-      std::memcpy(l.k + c.dst * l.block_stride, l.k + c.src * l.block_stride, n);
-      std::memcpy(l.v + c.dst * l.block_stride, l.v + c.src * l.block_stride, n);
-    }
+    for (const auto& g : views_.groups)
+      for (const kernels::CacheArena& a : g)
+        std::memcpy(a.base + c.dst * a.block_stride, a.base + c.src * a.block_stride, size_t(a.block_stride));
   }
 }
 

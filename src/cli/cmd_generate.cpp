@@ -41,7 +41,8 @@ const char* kUsage =
     "output:\n"
     "  --json             one JSON line per prompt: prompt, text, token_ids, finish_reason, ...\n"
     "\n"
-    "FILE.jsonl has one {\"prompt\": ...} object per line with optional SamplingParams fields\n"
+    "FILE.jsonl has one {\"prompt\": ...} (or {\"prompt_token_ids\": [ids]}) object per line with optional\n"
+    "SamplingParams fields\n"
     "(max_tokens, temperature, top_p, top_k, min_p, seed, n, stop, stop_token_ids, logprobs,\n"
     "prompt_logprobs, min_tokens, ignore_eos, repetition/presence/frequency_penalty, ...).\n"
     "All prompts run as one continuous batch; output lines keep the input order, and a bad\n"
@@ -115,7 +116,7 @@ int cmd_generate(const Args& args) {
   std::vector<Item> items;
   if (auto p = f.get("prompt")) {
     if (p->empty()) throw UsageError("--prompt is empty");
-    items.push_back({{*p, defaults}, std::nullopt, std::nullopt});
+    items.push_back({{*p, {}, false, defaults}, std::nullopt, std::nullopt});
   } else {
     std::ifstream in(*f.get("prompts"));
     if (!in) throw Error(*f.get("prompts") + ": cannot open");
@@ -139,7 +140,8 @@ int cmd_generate(const Args& args) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i].error) continue;
     try {
-      eng.add_request(std::to_string(i), items[i].line.prompt, items[i].line.params);
+      if (items[i].line.has_ids) eng.add_request(std::to_string(i), items[i].line.prompt_token_ids, items[i].line.params);
+      else eng.add_request(std::to_string(i), items[i].line.prompt, items[i].line.params);
     } catch (const Error& e) {
       items[i].error = e.what();
       if (items.size() == 1) throw;

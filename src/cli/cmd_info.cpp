@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -42,7 +43,7 @@ int cmd_info(const Args& args) {
   }
   io::Checkpoint ckpt(dir);
   auto model = model::create_model(cfg, ckpt);  // validates names and shapes
-  const int64_t kv_bytes = model->cache_spec().bytes_per_token();
+  const int64_t kv_bytes = int64_t(std::llround(model->cache_spec().bytes_per_token()));
   const auto by_dtype = ckpt.bytes_by_dtype();
   // A tokenizer that can produce ids the model has no row for makes some prompts fail.
   int64_t tokenizer_ids = -1;

@@ -14,7 +14,7 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
     fail("bad JSON: ", e.what());
   }
   if (!j.is_object()) fail("each line must be a JSON object");
-  PromptLine out{"", defaults};
+  PromptLine out{"", {}, false, defaults};
   SamplingParams& p = out.params;
   bool have_prompt = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -39,7 +39,18 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
     };
     if (k == "prompt") {
       if (!v.is_string()) fail("'prompt' must be a string");
+      if (have_prompt) fail("give one of 'prompt' and 'prompt_token_ids'");
       out.prompt = v.get<std::string>();
+      have_prompt = true;
+    } else if (k == "prompt_token_ids") {
+      if (have_prompt) fail("give one of 'prompt' and 'prompt_token_ids'");
+      if (!v.is_array() || v.empty()) fail("'prompt_token_ids' must be a non-empty list of token ids");
+      for (const json& t : v) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+          fail("'prompt_token_ids' must be a list of token ids (non-negative integers), got ", t.dump());
+        out.prompt_token_ids.push_back(int32_t(t.get<int64_t>()));
+      }
+      out.has_ids = true;
       have_prompt = true;
     } else if (k == "max_tokens") p.max_tokens = integer();
     else if (k == "min_tokens") p.min_tokens = integer();
@@ -78,8 +89,8 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
       }
     } else fail("unknown field '", k, "'");
   }
-  if (!have_prompt) fail("missing 'prompt'");
-  if (out.prompt.empty()) fail("the prompt is empty");
+  if (!have_prompt) fail("missing 'prompt' (or 'prompt_token_ids')");
+  if (!out.has_ids && out.prompt.empty()) fail("the prompt is empty");
   p.validate();
   return out;
 }

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "gannet/request_output.h"
 #include "gannet/sampling_params.h"
@@ -11,10 +12,13 @@ namespace gannet::cli {
 
 struct PromptLine {
   std::string prompt;
+  std::vector<int32_t> prompt_token_ids;  // instead of prompt (tokenizer-less checkpoints)
+  bool has_ids = false;
   SamplingParams params;
 };
 
-// One prompts-file line: {"prompt": ..., <SamplingParams fields>}. Throws gannet::Error
+// One prompts-file line: {"prompt": ..., <SamplingParams fields>}, or
+// {"prompt_token_ids": [ids], ...} instead of "prompt". Throws gannet::Error
 // naming the field for bad JSON, unknown fields, wrong types and invalid values.
 PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defaults);
 

@@ -4,6 +4,7 @@
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -54,7 +55,10 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   // A model with bf16 linears has its bf16 GEMM route measured (or GANNET_BF16_GEMM read)
   // once, at start-up, on the pool it will use; other models never need it.
   if (model_->weight_bytes_by_format().count("bf16")) kernels::bf16_gemm_choice(pool_.get());
-  tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(args_.model));
+  // A checkpoint without tokenizer.json runs on token ids (prompt_token_ids); its outputs
+  // have no text.
+  if (std::filesystem::exists(std::filesystem::path(args_.model) / "tokenizer.json"))
+    tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_dir(args_.model));
   for (int64_t e : cfg.eos_token_ids) {
     if (e >= cfg.vocab_size)
       fail(args_.model, ": eos_token_id ", e, " (config.json / generation_config.json) is outside the vocabulary of ",
@@ -73,19 +77,22 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   // KV budget: the flag, or 40% of available memory capped at what max_num_seqs
   // sequences of the full context could ever use.
   const model::CacheSpec spec = model_->cache_spec();
-  const uint64_t per_token = uint64_t(spec.bytes_per_token());
+  spec.check_block_size(args_.block_size);
+  const uint64_t per_block = spec.bytes_per_block(args_.block_size);
   uint64_t budget = args_.kv_cache_memory;
   if (budget == 0) {
-    const uint64_t cap = uint64_t(args_.max_num_seqs) * uint64_t(max_model_len_) * per_token +
+    const uint64_t blocks_per_seq = uint64_t((max_model_len_ + args_.block_size - 1) / args_.block_size);
+    const uint64_t cap = uint64_t(args_.max_num_seqs) * blocks_per_seq * per_block +
                          uint64_t(args_.max_num_seqs) * uint64_t(spec.state_bytes_per_seq);
     budget = std::min<uint64_t>(uint64_t(double(mem_available_bytes()) * 0.4), cap);
   }
   const int64_t num_blocks = cache::CacheEngine::blocks_for_budget(spec, budget, args_.block_size, args_.max_num_seqs);
   if (num_blocks < 1)
     fail("--kv-cache-memory ", format_bytes(budget), " holds no block of ", args_.block_size, " tokens (",
-         format_bytes(per_token * uint64_t(args_.block_size)), " each)");
+         format_bytes(per_block), " each, plus ", format_bytes(uint64_t(spec.state_bytes_per_seq)),
+         " of state for each of --max-num-seqs ", args_.max_num_seqs, " sequences)");
   // The arena is committed now: a budget this machine cannot hold is refused here.
-  const uint64_t arena = uint64_t(num_blocks) * uint64_t(args_.block_size) * per_token +
+  const uint64_t arena = uint64_t(num_blocks) * per_block +
                          uint64_t(args_.max_num_seqs) * uint64_t(spec.state_bytes_per_seq);
   const uint64_t available = mem_available_bytes();
   if (arena > available)
@@ -108,7 +115,7 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   scheduler_ = std::make_unique<Scheduler>(sc, *blocks_);
   executor_ = std::make_unique<Executor>(*model_, *cache_, pool_.get(), args_.max_num_batched_tokens,
                                          sc.max_logit_rows, args_.max_num_seqs, eos_ids_);
-  outputs_ = std::make_unique<OutputProcessor>(*tokenizer_);
+  outputs_ = std::make_unique<OutputProcessor>(tokenizer_.get());
   if (args_.async_scheduling) exec_thread_ = std::make_unique<ExecutorThread>(*executor_);
   if (!args_.quiet) {
     std::fprintf(stderr, "gannet: engine %s\n", args_.describe().c_str());
@@ -130,6 +137,8 @@ void Engine::add_request(const std::string& id, const std::string& prompt, const
   auto req = std::make_unique<Request>();
   req->id = id;
   req->prompt = prompt;
+  if (!tokenizer_)
+    fail("request '", id, "': ", args_.model, " has no tokenizer.json, so prompts must be token ids (prompt_token_ids)");
   req->prompt_ids = tokenizer_->encode(prompt, /*add_special_tokens=*/true);
   req->params = params;
   add(std::move(req));
@@ -163,6 +172,8 @@ void Engine::add(std::unique_ptr<Request> req) {
   if (blocks_->blocks_for(n + p.max_tokens) > blocks_->num_blocks())
     fail("request '", id, "': ", n + p.max_tokens, " tokens need more KV blocks than the whole budget holds (",
          blocks_->num_blocks(), " blocks of ", blocks_->block_size(), " tokens); raise --kv-cache-memory");
+  if (!tokenizer_ && !p.stop.empty())
+    fail("request '", id, "': 'stop' strings need text, and ", args_.model, " has no tokenizer.json (use stop_token_ids)");
   for (int32_t t : p.stop_token_ids)
     if (t >= model_->config().vocab_size)
       fail("request '", id, "': stop token id ", t, " is outside the vocabulary (size ", model_->config().vocab_size, ")");

@@ -57,7 +57,8 @@ class Engine {
   std::optional<RequestOutput> abort(const std::string& id);
   bool has_unfinished() const { return !requests_.empty(); }
 
-  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // Null for a checkpoint without tokenizer.json.
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
   const model::Model& model() const { return *model_; }
   const EngineArgs& args() const { return args_; }
   const cache::BlockManager& block_manager() const { return *blocks_; }

@@ -39,6 +39,7 @@ void Executor::apply_changes(const StepPlan& plan) {
     r.params = a.params;
     r.seed = a.seed;
     r.sample_index = a.sample_index;
+    r.state_slot = a.state_slot;
   }
   cache_.copy_blocks(plan.copies);
   for (auto [src, dst] : plan.state_copies) cache_.copy_state(src, dst);
@@ -76,6 +77,7 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
                  s.start + s.count, " with ", row.tokens.size(), " tokens");
     planned_[i] = &row;
     attn_seqs_[i].block_table = row.blocks.data();
+    attn_seqs_[i].state_slot = row.state_slot;
     first_row_[i] = rows;
     for (int64_t j = 0; j < s.count; ++j) {
       ids_[size_t(n)] = row.tokens[size_t(s.start + j)];

@@ -38,6 +38,7 @@ class Executor {
     SamplingParams params;
     uint64_t seed = 0;
     int sample_index = 0;
+    int32_t state_slot = -1;
   };
   void apply_changes(const StepPlan& plan);
 

@@ -26,15 +26,16 @@ void copy_prompt(const Request& req, RequestOutput* o) {
 
 }  // namespace
 
-OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tok) : tok_(tok) {
-  for (size_t id = 0; id < tok.vocab_size(); ++id)
-    max_token_bytes_ = std::max(max_token_bytes_, tok.id_to_token(tokenizer::TokenId(id)).size());
+OutputProcessor::OutputProcessor(const tokenizer::Tokenizer* tok) : tok_(tok) {
+  if (!tok) return;
+  for (size_t id = 0; id < tok->vocab_size(); ++id)
+    max_token_bytes_ = std::max(max_token_bytes_, tok->id_to_token(tokenizer::TokenId(id)).size());
 }
 
 tokenizer::IncrementalDetokenizer& OutputProcessor::detok_for(const Sequence& seq) {
   auto& d = detok_[&seq];
   if (!d)
-    d = std::make_unique<tokenizer::IncrementalDetokenizer>(tok_, seq.request->params.skip_special_tokens,
+    d = std::make_unique<tokenizer::IncrementalDetokenizer>(*tok_, seq.request->params.skip_special_tokens,
                                                             max_token_bytes_);
   return *d;
 }
@@ -46,7 +47,7 @@ std::optional<std::string> OutputProcessor::add_token_text(Sequence& seq) {
   // Models may pad their vocabulary past the tokenizer's (DeepSeek V3: 129280 rows for
   // 128815 tokens); such ids have no text.
   const int32_t id = seq.last_token();
-  if (id >= 0 && size_t(id) < tok_.vocab_size()) detok_for(seq).push(id, &text);
+  if (tok_ && id >= 0 && size_t(id) < tok_->vocab_size()) detok_for(seq).push(id, &text);
   // Stop strings are looked for once min_tokens are out, in the new text plus the tail
   // that a stop string could straddle.
   if (p.stop.empty() || text.size() == before || seq.num_outputs() <= p.min_tokens) return std::nullopt;

@@ -17,7 +17,7 @@ namespace gannet::engine {
 
 class OutputProcessor {
  public:
-  explicit OutputProcessor(const tokenizer::Tokenizer& tok);
+  explicit OutputProcessor(const tokenizer::Tokenizer* tok);  // null: no text
   // Bytes of the longest token: text buffers sized from it never grow mid-token.
   size_t max_token_bytes() const { return max_token_bytes_; }
 
@@ -41,7 +41,7 @@ class OutputProcessor {
  private:
   tokenizer::IncrementalDetokenizer& detok_for(const Sequence& seq);
 
-  const tokenizer::Tokenizer& tok_;
+  const tokenizer::Tokenizer* tok_;
   size_t max_token_bytes_ = 0;
   std::map<const Sequence*, std::unique_ptr<tokenizer::IncrementalDetokenizer>> detok_;
 };

@@ -26,6 +26,7 @@ struct RowAdd {
   SamplingParams params;        // a copy: the request may be gone while a step still runs
   uint64_t seed = 0;
   int sample_index = 0;         // RNG stream of a forked sample
+  int32_t state_slot = -1;      // the sequence's state slot for the row's lifetime
 };
 
 struct PlanRow {

@@ -89,13 +89,28 @@ DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckp
 }
 
 CacheSpec DenseDecoder::cache_spec() const {
+  // K and V rows of every layer, one entry per position; no per-sequence state.
   CacheSpec s;
-  s.num_layers = cfg_.num_hidden_layers;
-  s.num_kv_heads = cfg_.num_key_value_heads;
-  s.head_dim = cfg_.head_dim;
-  s.kv_dtype = DType::F32;
+  const int64_t row = cfg_.num_key_value_heads * cfg_.head_dim * int64_t(sizeof(float));
+  s.groups.push_back({"k", cfg_.num_hidden_layers, row, 1, kernels::CacheFormat::kF32});
+  s.groups.push_back({"v", cfg_.num_hidden_layers, row, 1, kernels::CacheFormat::kF32});
   return s;
 }
+
+namespace {
+// The attention kernels' view of layer l's K and V arenas.
+kernels::KvCacheLayerMut kv_layer(const CacheViews& cache, size_t l) {
+  const kernels::CacheArena& k = cache.groups[0][l];
+  const kernels::CacheArena& v = cache.groups[1][l];
+  kernels::KvCacheLayerMut m;
+  m.k = reinterpret_cast<float*>(k.base);
+  m.v = reinterpret_cast<float*>(v.base);
+  m.block_stride = k.block_stride / int64_t(sizeof(float));
+  m.slot_stride = k.entry_stride / int64_t(sizeof(float));
+  m.block_size = k.block_size;
+  return m;
+}
+}  // namespace
 
 std::map<std::string, uint64_t> DenseDecoder::weight_bytes_by_format() const {
   std::map<std::string, uint64_t> out;
@@ -137,7 +152,8 @@ void DenseDecoder::forward(const Batch& b, const CacheViews& cache, float* logit
   const float eps = float(cfg_.rms_norm_eps);
   GANNET_CHECK(n > 0 && n <= max_tokens_, "batch of ", n, " tokens, reserved ", max_tokens_);
   GANNET_CHECK(b.n_logits >= 0 && b.n_logits <= max_logits_);
-  GANNET_CHECK(int64_t(cache.layers.size()) == cfg_.num_hidden_layers);
+  GANNET_CHECK(cache.groups.size() == 2 && int64_t(cache.groups[0].size()) == cfg_.num_hidden_layers &&
+               int64_t(cache.groups[1].size()) == cfg_.num_hidden_layers);
   for (int64_t i = 0; i < n; ++i) {
     GANNET_CHECK(b.token_ids[i] >= 0 && b.token_ids[i] < cfg_.vocab_size, "token id ", b.token_ids[i]);
     GANNET_CHECK(b.positions[i] >= 0 && b.positions[i] < rope_.max_positions(), "position ", b.positions[i]);
@@ -156,9 +172,10 @@ void DenseDecoder::forward(const Batch& b, const CacheViews& cache, float* logit
     }
     kernels::apply_rope(q_.data(), n, nh, int(hd), b.positions, rope_, false);
     kernels::apply_rope(k_.data(), n, nkv, int(hd), b.positions, rope_, false);
-    kernels::kv_store(k_.data(), v_.data(), n, b.seqs, b.token_seq, b.positions, nkv, int(hd), cache.layers[l]);
+    const kernels::KvCacheLayerMut kv = kv_layer(cache, l);
+    kernels::kv_store(k_.data(), v_.data(), n, b.seqs, b.token_seq, b.positions, nkv, int(hd), kv);
     kernels::attention(q_.data(), n, nh, nkv, int(hd), scale, b.token_seq, b.positions, b.seqs,
-                       kernels::as_const(cache.layers[l]), attn_.data(), pool);
+                       kernels::as_const(kv), attn_.data(), pool);
     L.o.forward(attn_.data(), n, xn_.data(), pool);
     for (int64_t i = 0; i < n * h; ++i) x_[size_t(i)] += xn_[size_t(i)];
     kernels::rmsnorm(x_.data(), L.post_norm.data(), xn_.data(), n, h, eps);

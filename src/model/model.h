@@ -15,7 +15,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "kernels/cpu/attention.h"
-#include "model/cache_spec.h"
+#include "kernels/cache_spec.h"
 
 namespace gannet::model {
 
@@ -26,16 +26,14 @@ struct Batch {
   const int32_t* positions = nullptr;  // [n_tokens] absolute position in its sequence
   const int32_t* token_seq = nullptr;  // [n_tokens] index into seqs
   int32_t n_seqs = 0;
-  const kernels::AttentionSeq* seqs = nullptr;  // [n_seqs] block tables
+  const kernels::AttentionSeq* seqs = nullptr;  // [n_seqs] block tables and state slots
   // Rows of the batch whose logits are wanted (e.g. the last token of each sequence).
   int64_t n_logits = 0;
   const int32_t* logit_rows = nullptr;  // [n_logits]
 };
 
-// Per-layer views of the KV arenas owned by the cache layer.
-struct CacheViews {
-  std::vector<kernels::KvCacheLayerMut> layers;  // [num_layers]
-};
+using kernels::CacheSpec;
+using kernels::CacheViews;
 
 class Model {
  public:

@@ -19,7 +19,7 @@ inline std::vector<float> prompt_logits(model::Model& m, const std::vector<int32
   cache::CacheEngine cache(m.cache_spec(), (n + block - 1) / block, block);
   std::vector<int32_t> table(size_t((n + block - 1) / block));
   for (size_t b = 0; b < table.size(); ++b) table[b] = int32_t(b);
-  kernels::AttentionSeq seq{table.data()};
+  kernels::AttentionSeq seq{table.data(), 0};
   m.reserve(chunk, chunk);
   std::vector<float> out(size_t(n * v));
   std::vector<int32_t> pos(static_cast<size_t>(chunk)), tok_seq(static_cast<size_t>(chunk), 0),

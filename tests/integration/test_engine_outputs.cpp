@@ -97,8 +97,8 @@ TEST(EngineOutputs, StopStringAcrossTokensIsFoundAndCut) {
   {
     const auto& ids = free_run.outputs[0].token_ids;
     std::vector<int32_t> first4(ids.begin(), ids.begin() + 4), first5(ids.begin(), ids.begin() + 5);
-    t4 = e.tokenizer().decode(first4);
-    t5 = e.tokenizer().decode(first5);
+    t4 = e.tokenizer()->decode(first4);
+    t5 = e.tokenizer()->decode(first5);
   }
   ASSERT_GT(t5.size(), t4.size());
   ASSERT_GE(t4.size(), 2u);

@@ -106,7 +106,7 @@ TEST(ModelDeepseekV41, PromptLogitsMatchReference) {
   const auto p = f.prompt();
   const int64_t n = int64_t(p.size()), V = f.model.config().vocab_size;
   std::vector<float> logits(size_t(n * V));
-  SeqState st = f.model.new_state();
+  SeqState st = f.model.new_state(128);
   gannet::ThreadPool pool(2);
   f.model.forward(st, p.data(), n, logits.data(), &pool);
   double worst = 0;
@@ -126,7 +126,7 @@ TEST(ModelDeepseekV41, GreedyDecodeMatchesReference) {
   auto& f = fx();
   const auto p = f.prompt();
   const int64_t V = f.model.config().vocab_size;
-  SeqState st = f.model.new_state();
+  SeqState st = f.model.new_state(128);
   std::vector<float> logits(p.size() * size_t(V));
   f.model.forward(st, p.data(), int64_t(p.size()), logits.data(), nullptr);
   int32_t next = int32_t(argmax(logits.data() + (int64_t(p.size()) - 1) * V, V));
@@ -155,13 +155,13 @@ TEST(ModelDeepseekV41, ChunkingIsBitExact) {
   const int64_t n = int64_t(p.size()), V = f.model.config().vocab_size;
   std::vector<float> one(size_t(n * V));
   {
-    SeqState st = f.model.new_state();
+    SeqState st = f.model.new_state(128);
     f.model.forward(st, p.data(), n, one.data(), nullptr);
   }
   gannet::ThreadPool pool(2);
   for (std::vector<int64_t> chunks : {std::vector<int64_t>{1}, {3}, {7}, {2, 9, 1, 30}, {13, 13}}) {
     for (gannet::ThreadPool* tp : {static_cast<gannet::ThreadPool*>(nullptr), &pool}) {
-      SeqState st = f.model.new_state();
+      SeqState st = f.model.new_state(128);
       std::vector<float> got(size_t(n * V));
       int64_t at = 0;
       for (size_t c = 0; at < n; ++c) {

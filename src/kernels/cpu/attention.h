@@ -45,6 +45,7 @@ inline KvCacheLayer as_const(const KvCacheLayerMut& m) {
 // slot p % block_size.
 struct AttentionSeq {
   const int32_t* block_table = nullptr;
+  int32_t state_slot = -1;  // the sequence's state slot (kernels/cache_spec.h), -1: none
 };
 
 // q, out: [n_tokens, n_heads, head_dim]; token_seq, token_pos: [n_tokens]; query head h

@@ -87,10 +87,11 @@ struct DeepseekV41::Shared {
 DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt) {
   GANNET_CHECK(cfg.deepseek_v41 != nullptr, "DeepseekV41 needs a parsed DeepSeek-V4.1 config");
   c_ = *cfg.deepseek_v41;
-  exact_activations_ = cfg.exact_activations;
-  if (exact_activations_)
+  if (cfg.exact_activations)
     fail(ckpt.dir(), ": --exact-activations is not implemented for DeepSeek-V4.1 yet (the reference data is "
                      "without activation quantization)");
+  if (cfg.quantize_at_load != io::WeightQuantization::Method::kNone)
+    fail(ckpt.dir(), ": --quantize applies to dense models; DeepSeek-V4.1 checkpoints are already FP8/MXFP4");
   for (int64_t l : c_.kv_source_layer_ids)
     if (!c_.is_index_source(l))
       fail(ckpt.dir(), ": config.json: KV source layer ", l,
@@ -115,99 +116,179 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
     if (c_.engram_compressed_vocab_size != c_.vocab_size)
       fail(ckpt.dir(), ": engram_compressed_vocab_size (", c_.engram_compressed_vocab_size, ") differs from vocab_size (",
            c_.vocab_size, "): the Engram token map must then come from the tokenizer, which gannet does not build yet");
-    token_map_.resize(size_t(c_.vocab_size));
+    token_map_.resize(static_cast<size_t>(c_.vocab_size));
     for (int64_t i = 0; i < c_.vocab_size; ++i) token_map_[size_t(i)] = i;
     engram_ = make_engram_layout(c_, token_map_);
   }
   rope_main_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.rope_theta, c_.max_position_embeddings);
   rope_compress_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.compress_rope_theta, c_.max_position_embeddings,
                                       to_kernel(c_.compress_scaling));
+  // State slot layout and the entry arenas.
+  const int64_t L = c_.num_hidden_layers, D = c_.head_dim;
+  int64_t off = 0;
+  window_off_.assign(size_t(L), 0);
+  open_off_.assign(size_t(L), -1);
+  source_index_.assign(size_t(L), -1);
+  for (int64_t l = 0; l < L; ++l) {
+    window_off_[size_t(l)] = off;
+    off += c_.sliding_window * D * 4;
+  }
+  for (int64_t l = 0; l < L; ++l) {
+    if (!c_.is_kv_source(l)) continue;
+    const int64_t m = c_.compress_ratios[size_t(l)];
+    if (m > 1) {
+      open_off_[size_t(l)] = off;
+      off += 2 * m * D * 4;  // kv then gate, m slots each
+    }
+    int64_t g = -1;
+    for (size_t i = 0; i < group_ratio_.size(); ++i)
+      if (group_ratio_[i] == m) g = int64_t(i);
+    if (g < 0) {
+      g = int64_t(group_ratio_.size());
+      group_ratio_.push_back(m);
+    }
+    int64_t layer_in_group = 0;
+    for (auto [gg, ll] : source_arena_) layer_in_group += gg == g;
+    source_index_[size_t(l)] = int64_t(source_arena_.size());
+    source_arena_.push_back({g, layer_in_group});
+  }
+  history_off_ = off;
+  off += std::max<int64_t>(1, engram_.max_ngram) * 8;
+  state_bytes_ = (off + 63) / 64 * 64;
 }
 
-SeqState DeepseekV41::new_state() const {
-  SeqState s;
-  s.layers.resize(size_t(c_.num_hidden_layers));
-  for (int64_t l = 0; l < c_.num_hidden_layers; ++l)
-    s.layers[size_t(l)].window.assign(size_t(c_.sliding_window * c_.head_dim), 0.0f);
+kernels::CacheSpec DeepseekV41::cache_spec() const {
+  kernels::CacheSpec s;
+  for (size_t g = 0; g < group_ratio_.size(); ++g) {
+    int64_t layers = 0;
+    for (auto [gg, ll] : source_arena_) layers += gg == int64_t(g);
+    s.groups.push_back({"compressed kv + index keys (ratio " + std::to_string(group_ratio_[g]) + ")", layers,
+                        (c_.head_dim + c_.index_head_dim) * 4, group_ratio_[g], kernels::CacheFormat::kF32});
+  }
+  s.state_bytes_per_seq = state_bytes_;
   return s;
 }
 
-void DeepseekV41::compress(int64_t l, LayerState& ls, const float* a, int64_t n, ThreadPool* pool) const {
+SeqState DeepseekV41::new_state(int64_t capacity) const {
+  SeqState st;
+  st.state.assign(size_t(state_bytes_), 0);
+  const int64_t n = int64_t(source_arena_.size());
+  st.arena_mem.resize(size_t(n));
+  st.arenas.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t m = group_ratio_[size_t(source_arena_[size_t(i)].first)];
+    const int64_t block = (capacity + m - 1) / m * m;
+    const int64_t bytes = (c_.head_dim + c_.index_head_dim) * 4;
+    st.arena_mem[size_t(i)].assign(size_t(block / m * bytes), 0);
+    kernels::CacheArena& a = st.arenas[size_t(i)];
+    a.base = st.arena_mem[size_t(i)].data();
+    a.block_stride = block / m * bytes;
+    a.entry_stride = bytes;
+    a.tokens_per_entry = m;
+    a.block_size = int(block);
+  }
+  for (auto& a : st.arenas) st.arena_ptrs.push_back(&a);
+  return st;
+}
+
+float* DeepseekV41::window(const SeqMem& m, int64_t l) const {
+  return reinterpret_cast<float*>(m.state + window_off_[size_t(l)]);
+}
+float* DeepseekV41::open_kv(const SeqMem& m, int64_t l) const {
+  return reinterpret_cast<float*>(m.state + open_off_[size_t(l)]);
+}
+float* DeepseekV41::open_gate(const SeqMem& m, int64_t l) const {
+  return open_kv(m, l) + c_.compress_ratios[size_t(l)] * c_.head_dim;
+}
+int64_t* DeepseekV41::history(const SeqMem& m) const { return reinterpret_cast<int64_t*>(m.state + history_off_); }
+float* DeepseekV41::entry(const SeqMem& m, int64_t l_src, int64_t e) const {
+  return reinterpret_cast<float*>(m.entries[source_index_[size_t(l_src)]]->entry(m.block_table, e));
+}
+
+void DeepseekV41::compress(int64_t l, const Chunk& ch, const float* a, ThreadPool* pool) const {
   const LayerWeights& lw = w_.layers[size_t(l)];
-  const int64_t D = c_.head_dim, ratio = c_.compress_ratios[size_t(l)], idh = c_.index_head_dim;
+  const SeqMem& mem = *ch.m;
+  const int64_t n = ch.n, D = c_.head_dim, ratio = c_.compress_ratios[size_t(l)], idh = c_.index_head_dim;
   const float eps = float(c_.rms_norm_eps);
   std::vector<float> kv(size_t(n * D));
   kernels::matmul_packed(a, n, lw.comp_wkv, kv.data(), pool);
-  std::vector<float> latent;  // [groups, D]
-  int64_t first_entry = ls.entries;
+  std::vector<float> latent;       // [groups, D] pooled, then normalized
+  std::vector<int64_t> entry_ids;  // entry index of each group closed by this chunk
   if (ratio == 1) {
     latent.resize(size_t(n * D));
     kernels::rmsnorm(kv.data(), lw.comp_norm.data(), latent.data(), n, D, eps);
+    for (int64_t i = 0; i < n; ++i) entry_ids.push_back(ch.pos0 + i);
   } else {
     std::vector<float> gate(size_t(n * D));
     kernels::matmul_packed(a, n, lw.comp_wgate, gate.data(), pool);
-    // The open group's tokens, then this chunk's: every `ratio` of them close a group.
-    std::vector<float> all_kv(ls.open_kv), all_gate(ls.open_gate);
-    all_kv.insert(all_kv.end(), kv.begin(), kv.end());
-    all_gate.insert(all_gate.end(), gate.begin(), gate.end());
-    const int64_t total = ls.open + n, groups = total / ratio;
-    latent.assign(size_t(groups * D), 0.0f);
-    std::vector<float> pooled(size_t(groups * D));
-    for (int64_t g = 0; g < groups; ++g)
-      for (int64_t ch = 0; ch < D; ++ch) {
+    float* okv = open_kv(mem, l);
+    float* ogate = open_gate(mem, l);
+    std::vector<float> pooled;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t p = ch.pos0 + i, slot = p % ratio;
+      std::memcpy(okv + slot * D, kv.data() + i * D, size_t(D) * 4);
+      std::memcpy(ogate + slot * D, gate.data() + i * D, size_t(D) * 4);
+      if (slot != ratio - 1) continue;
+      // The group [p - ratio + 1, p] closes: softmax over its slots, per channel.
+      pooled.resize(pooled.size() + size_t(D));
+      float* out = pooled.data() + pooled.size() - size_t(D);
+      for (int64_t c = 0; c < D; ++c) {
         float mx = kNegInf;
-        for (int64_t i = 0; i < ratio; ++i) mx = std::max(mx, all_gate[size_t((g * ratio + i) * D + ch)]);
+        for (int64_t j = 0; j < ratio; ++j) mx = std::max(mx, ogate[j * D + c]);
         float e[8], sum = 0.0f;
-        for (int64_t i = 0; i < ratio; ++i) {
-          e[i] = std::exp(all_gate[size_t((g * ratio + i) * D + ch)] - mx);
-          sum += e[i];
+        for (int64_t j = 0; j < ratio; ++j) {
+          e[j] = std::exp(ogate[j * D + c] - mx);
+          sum += e[j];
         }
         float acc = 0.0f;
-        for (int64_t i = 0; i < ratio; ++i) acc += (e[i] / sum) * all_kv[size_t((g * ratio + i) * D + ch)];
-        pooled[size_t(g * D + ch)] = acc;
+        for (int64_t j = 0; j < ratio; ++j) acc += (e[j] / sum) * okv[j * D + c];
+        out[c] = acc;
       }
-    kernels::rmsnorm(pooled.data(), lw.comp_norm.data(), latent.data(), groups, D, eps);
-    const int64_t rest = total - groups * ratio;
-    ls.open_kv.assign(all_kv.end() - rest * D, all_kv.end());
-    ls.open_gate.assign(all_gate.end() - rest * D, all_gate.end());
-    ls.open = rest;
+      entry_ids.push_back(p / ratio);
+    }
+    latent.resize(pooled.size());
+    kernels::rmsnorm(pooled.data(), lw.comp_norm.data(), latent.data(), int64_t(entry_ids.size()), D, eps);
   }
-  const int64_t groups = int64_t(latent.size()) / D;
+  const int64_t groups = int64_t(entry_ids.size());
   if (groups == 0) return;
   std::vector<int32_t> pos(static_cast<size_t>(groups));
-  for (int64_t g = 0; g < groups; ++g) pos[size_t(g)] = int32_t((first_entry + g) * ratio);
+  for (int64_t g = 0; g < groups; ++g) pos[size_t(g)] = int32_t(entry_ids[size_t(g)] * ratio);
   // Index keys from the latent before its RoPE: k_norm(wk latent), RoPE, FQ4 / 32.
   std::vector<float> k(size_t(groups * idh)), kn(size_t(groups * idh));
   kernels::matmul_packed(latent.data(), groups, lw.idx_wk, k.data(), pool);
   kernels::rmsnorm(k.data(), lw.idx_k_norm.data(), kn.data(), groups, idh, eps);
   kernels::apply_rope(kn.data(), groups, 1, int(idh), pos.data(), rope_compress_, true, int(idh - c_.qk_rope_head_dim));
   fq4_rows(kn.data(), groups, idh, 32);
-  ls.idx_k.insert(ls.idx_k.end(), kn.begin(), kn.end());
   // Main entries: RoPE at the group's first position, FQ4 with E4M3 scales / 16.
   kernels::apply_rope(latent.data(), groups, 1, int(D), pos.data(), rope_compress_, true, int(D - c_.qk_rope_head_dim));
   fq4e_rows(latent.data(), groups, D, 16);
-  ls.comp_kv.insert(ls.comp_kv.end(), latent.begin(), latent.end());
-  ls.entries += groups;
+  for (int64_t g = 0; g < groups; ++g) {
+    float* e = entry(mem, l, entry_ids[size_t(g)]);
+    std::memcpy(e, latent.data() + g * D, size_t(D) * 4);
+    std::memcpy(e + D, kn.data() + g * idh, size_t(idh) * 4);
+  }
 }
 
-void DeepseekV41::index(int64_t l, const SeqState& st, const float* a, const float* qr, int64_t n, Shared& sh,
+void DeepseekV41::index(int64_t l, const Chunk& ch, const float* a, const float* qr, Shared& sh,
                         ThreadPool* pool) const {
   const LayerWeights& lw = w_.layers[size_t(l)];
-  const int64_t src = c_.kv_source_of(l);
-  const LayerState& ss = st.layers[size_t(src)];
-  const int64_t E = ss.entries, ratio = c_.compress_ratios[size_t(l)];
+  const SeqMem& mem = *ch.m;
+  const int64_t src = c_.kv_source_of(l), n = ch.n;
+  const int64_t ratio = c_.compress_ratios[size_t(l)], E = (ch.pos0 + n) / ratio;
   if (E == 0) return;  // nothing to score yet: what earlier sources published stands
-  const int64_t nih = c_.index_n_heads, idh = c_.index_head_dim;
+  const int64_t nih = c_.index_n_heads, idh = c_.index_head_dim, D = c_.head_dim;
   std::vector<float> q(size_t(n * nih * idh)), wts(size_t(n * nih));
   kernels::matmul_packed(qr, n, lw.idx_wq_b, q.data(), pool);
   std::vector<int32_t> pos(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(st.pos + i);
+  for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(ch.pos0 + i);
   kernels::apply_rope(q.data(), n, int(nih), int(idh), pos.data(), rope_compress_, true, int(idh - c_.qk_rope_head_dim));
   fq4_rows(q.data(), n * nih, idh, 32);
   kernels::matmul_packed(a, n, lw.idx_weights_proj, wts.data(), pool);
   const float softmax_scale = 1.0f / std::sqrt(float(idh)), heads_scale = 1.0f / std::sqrt(float(nih));
   const bool is_cand_src = l == c_.candidate_source_layer_id;
   const bool use_cand = !is_cand_src && c_.candidate_source_layer_id >= 0 && c_.candidate_source_layer_id < l && sh.has_cand;
+  std::vector<const float*> keys(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) keys[size_t(e)] = entry(mem, src, e) + D;
   std::vector<float> sc(static_cast<size_t>(E));
   if (is_cand_src) {
     sh.cand.assign(size_t(n), {});
@@ -215,7 +296,7 @@ void DeepseekV41::index(int64_t l, const SeqState& st, const float* a, const flo
   }
   sh.topk.assign(size_t(n), {});
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t visible = (st.pos + i + 1) / ratio;
+    const int64_t visible = (ch.pos0 + i + 1) / ratio;
     for (int64_t e = 0; e < E; ++e) {
       if (e >= visible) {
         sc[size_t(e)] = kNegInf;
@@ -224,7 +305,7 @@ void DeepseekV41::index(int64_t l, const SeqState& st, const float* a, const flo
       float s = 0.0f;
       for (int64_t h = 0; h < nih; ++h) {
         const float* qh = q.data() + (i * nih + h) * idh;
-        const float* ke = ss.idx_k.data() + e * idh;
+        const float* ke = keys[size_t(e)];
         float dot = 0.0f;
         for (int64_t c = 0; c < idh; ++c) dot += qh[c] * ke[c];
         s += (std::max(dot, 0.0f) * softmax_scale) * (wts[size_t(i * nih + h)] * heads_scale);
@@ -254,16 +335,17 @@ void DeepseekV41::index(int64_t l, const SeqState& st, const float* a, const flo
   sh.has_topk = true;
 }
 
-void DeepseekV41::attention(int64_t l, SeqState& st, const float* a, int64_t n, Shared& sh, float* out,
+void DeepseekV41::attention(int64_t l, const Chunk& ch, const float* a, Shared& sh, float* out,
                             ThreadPool* pool) const {
   const LayerWeights& lw = w_.layers[size_t(l)];
-  LayerState& ls = st.layers[size_t(l)];
+  const SeqMem& mem = *ch.m;
+  const int64_t n = ch.n, pos0 = ch.pos0;
   const int64_t D = c_.head_dim, H = c_.num_attention_heads, R = c_.qk_rope_head_dim, W = c_.sliding_window;
   const int64_t ratio = c_.compress_ratios[size_t(l)];
   const float eps = float(c_.rms_norm_eps);
   const kernels::RopeTable& rope = ratio ? rope_compress_ : rope_main_;
   std::vector<int32_t> pos(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(st.pos + i);
+  for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(pos0 + i);
 
   std::vector<float> qa(size_t(n * c_.q_lora_rank)), qr(qa.size()), q(size_t(n * H * D));
   kernels::matmul_packed(a, n, lw.wq_a, qa.data(), pool);
@@ -276,26 +358,28 @@ void DeepseekV41::attention(int64_t l, SeqState& st, const float* a, int64_t n, 
   kernels::apply_rope(kv.data(), n, 1, int(D), pos.data(), rope, true, int(D - R));
   fq8_rows(kv.data(), n, D, 32);
 
-  const LayerState* src = nullptr;
+  int64_t src = -1, entries = 0;
   if (ratio) {
-    if (c_.is_kv_source(l)) compress(l, ls, a, n, pool);
-    if (c_.is_index_source(l)) index(l, st, a, qr.data(), n, sh, pool);
-    src = &st.layers[size_t(c_.kv_source_of(l))];
+    if (c_.is_kv_source(l)) compress(l, ch, a, pool);
+    if (c_.is_index_source(l)) index(l, ch, a, qr.data(), sh, pool);
+    src = c_.kv_source_of(l);
+    entries = (pos0 + n) / ratio;
   }
 
   // Attention per query over its window and its selected compressed entries.
+  float* ring = window(mem, l);
   std::vector<float> o(size_t(n * H * D), 0.0f);
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<const float*> keys;
   std::vector<float> sc;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t p = st.pos + i;
+    const int64_t p = pos0 + i;
     keys.clear();
     for (int64_t kp = std::max<int64_t>(0, p - W + 1); kp <= p; ++kp)
-      keys.push_back(kp >= st.pos ? kv.data() + (kp - st.pos) * D : ls.window.data() + (kp % W) * D);
-    if (src && sh.has_topk && src->entries > 0)
+      keys.push_back(kp >= pos0 ? kv.data() + (kp - pos0) * D : ring + (kp % W) * D);
+    if (src >= 0 && sh.has_topk && entries > 0)
       for (int32_t e : sh.topk[size_t(i)])
-        if (e < src->entries) keys.push_back(src->comp_kv.data() + int64_t(e) * D);
+        if (e < entries) keys.push_back(entry(mem, src, e));
     sc.resize(keys.size());
     for (int64_t h = 0; h < H; ++h) {
       const float* qh = q.data() + (i * H + h) * D;
@@ -320,7 +404,7 @@ void DeepseekV41::attention(int64_t l, SeqState& st, const float* a, int64_t n, 
   }
   // The window ring keeps the last W positions.
   for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
-    std::memcpy(ls.window.data() + ((st.pos + i) % W) * D, kv.data() + i * D, size_t(D) * 4);
+    std::memcpy(ring + ((pos0 + i) % W) * D, kv.data() + i * D, size_t(D) * 4);
 
   kernels::apply_rope(o.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R), /*inverse=*/true);
   // Grouped output projection: group g's heads through rows [g * o_lora, (g + 1) * o_lora)
@@ -341,14 +425,17 @@ void DeepseekV41::attention(int64_t l, SeqState& st, const float* a, int64_t n, 
   kernels::matmul_packed(z.data(), n, lw.wo_b, out, pool);
 }
 
-void DeepseekV41::forward(SeqState& st, const int32_t* tokens, int64_t n, float* logits, ThreadPool* pool) const {
+void DeepseekV41::forward_seq(const SeqMem& m, const int32_t* tokens, int64_t n, int64_t pos0, float* hidden,
+                              ThreadPool* pool) const {
   if (n <= 0) return;
   const int64_t d = c_.hidden_size, hc = c_.hc_mult;
   for (int64_t i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
       fail("token id ", tokens[i], " is outside the vocabulary (", c_.vocab_size, ")");
-  if (st.pos + n > c_.max_position_embeddings)
-    fail("positions up to ", st.pos + n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
+  if (pos0 < 0 || pos0 + n > c_.max_position_embeddings)
+    fail("positions up to ", pos0 + n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
+  if (pos0 == 0) std::memset(m.state, 0, size_t(state_bytes_));  // a sequence (re)starts
+  const Chunk ch{&m, pos0, n};
   std::vector<float> X(size_t(n * hc * d));
   {
     std::vector<float> e(static_cast<size_t>(d));
@@ -357,24 +444,22 @@ void DeepseekV41::forward(SeqState& st, const int32_t* tokens, int64_t n, float*
       for (int64_t k = 0; k < hc; ++k) std::memcpy(X.data() + (i * hc + k) * d, e.data(), size_t(d) * 4);
     }
   }
-  // Engram row ids per Engram layer: [layers][n][cols].
+  // Engram row ids per Engram layer [layers][n][cols], from the compressed history
+  // (position p's id at p % max_ngram of the state).
   std::vector<std::vector<int64_t>> hash(c_.engram_layer_ids.size());
   if (!hash.empty()) {
     const int64_t N = engram_.max_ngram;
-    std::vector<int64_t> ids(st.recent);  // compressed history, oldest first, then the chunk
-    const int64_t r = int64_t(ids.size());
-    for (int64_t i = 0; i < n; ++i) ids.push_back(token_map_[size_t(tokens[i])]);
+    int64_t* hist = history(m);
     std::vector<int64_t> back(static_cast<size_t>(N));
-    for (size_t li = 0; li < hash.size(); ++li) {
-      hash[li].resize(size_t(n * engram_.cols));
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t avail = std::min<int64_t>(N, st.pos + i + 1);
-        for (int64_t s = 0; s < avail; ++s) back[size_t(s)] = ids[size_t(r + i - s)];
+    for (auto& h : hash) h.resize(size_t(n * engram_.cols));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t p = pos0 + i;
+      hist[p % N] = token_map_[size_t(tokens[i])];
+      const int64_t avail = std::min<int64_t>(N, p + 1);
+      for (int64_t s = 0; s < avail; ++s) back[size_t(s)] = hist[(p - s) % N];
+      for (size_t li = 0; li < hash.size(); ++li)
         engram_hash(engram_, int64_t(li), back.data(), avail, hash[li].data() + i * engram_.cols);
-      }
     }
-    const int64_t keep = std::min<int64_t>(N - 1, int64_t(ids.size()));
-    st.recent.assign(ids.end() - keep, ids.end());
   }
 
   std::vector<float> pre(size_t(n * hc), 0.0f), a_pre(pre.size()), f_pre(pre.size());
@@ -386,14 +471,11 @@ void DeepseekV41::forward(SeqState& st, const int32_t* tokens, int64_t n, float*
   Shared sh;
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const LayerWeights& lw = w_.layers[size_t(l)];
-    if (lw.has_engram) {
-      const int64_t li = c_.engram_index(l);
-      engram_apply(c_, lw.engram, hash[size_t(li)].data(), X.data(), n, pool);
-    }
+    if (lw.has_engram) engram_apply(c_, lw.engram, hash[size_t(c_.engram_index(l))].data(), X.data(), n, pool);
     mhc_mixes(c_, lw.hc_attn, X.data(), n, a_pre.data(), post.data(), comb.data(), mws, pool);
     mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
     kernels::rmsnorm(col.data(), lw.attn_norm.data(), nrm.data(), n, d, float(c_.rms_norm_eps));
-    attention(l, st, nrm.data(), n, sh, y.data(), pool);
+    attention(l, ch, nrm.data(), sh, y.data(), pool);
     mhc_expand(X.data(), n, hc, d, y.data(), post.data(), comb.data());
     mhc_mixes(c_, lw.hc_ffn, X.data(), n, f_pre.data(), post.data(), comb.data(), mws, pool);
     mhc_collapse(X.data(), n, hc, d, a_pre.data(), col.data());
@@ -403,8 +485,20 @@ void DeepseekV41::forward(SeqState& st, const int32_t* tokens, int64_t n, float*
     pre.swap(f_pre);
   }
   mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
-  kernels::rmsnorm(col.data(), w_.norm.data(), nrm.data(), n, d, float(c_.rms_norm_eps));
-  if (logits) kernels::matmul_packed(nrm.data(), n, w_.head, logits, pool);
+  kernels::rmsnorm(col.data(), w_.norm.data(), hidden, n, d, float(c_.rms_norm_eps));
+}
+
+void DeepseekV41::logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const {
+  kernels::matmul_packed(hidden, rows, w_.head, out, pool);
+}
+
+void DeepseekV41::forward(SeqState& st, const int32_t* tokens, int64_t n, float* out, ThreadPool* pool) const {
+  if (n <= 0) return;
+  const int64_t cap = int64_t(st.arenas.empty() ? c_.max_position_embeddings : st.arenas[0].block_size);
+  if (st.pos + n > cap) fail("sequence state holds ", cap, " positions; ", st.pos + n, " asked");
+  std::vector<float> hidden(size_t(n * c_.hidden_size));
+  forward_seq(st.mem(), tokens, n, st.pos, hidden.data(), pool);
+  if (out) logits(hidden.data(), n, out, pool);
   st.pos += n;
 }
 

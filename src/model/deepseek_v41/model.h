@@ -10,11 +10,11 @@
 // indexer queries and keys FQ4 / 32); no activation quantization before FP8/FP4 products
 // unless ModelConfig::exact_activations. Top-k ties go to the lower index.
 //
-// State per sequence (SeqState) is what a decode step needs of the past: each layer's
-// window ring (the last sliding_window KV vectors), the KV sources' compressed entries
-// and index keys and their open (incomplete) ratio-2 group, and the last tokens for the
-// Engram n-grams. forward() over any split of a sequence into chunks gives the same
-// bits as one call over all of it.
+// What a decode step needs of the past (SeqMem): each layer's window ring (the last
+// sliding_window KV vectors), the KV sources' compressed entries and index keys (paged,
+// per position) and their open (incomplete) ratio-2 group, and the last tokens for the
+// Engram n-grams. Any split of a sequence into chunks gives the same bits as one call
+// over all of it.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,7 @@
 
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "kernels/cache_spec.h"
 #include "kernels/cpu/rope.h"
 #include "model/deepseek_v41/engram.h"
 #include "model/deepseek_v41/weights.h"
@@ -34,21 +35,27 @@ class ThreadPool;
 
 namespace gannet::model::deepseek_v41 {
 
-struct LayerState {
-  std::vector<float> window;  // [sliding_window, head_dim]: position p in slot p % window
-  // KV sources only.
-  std::vector<float> comp_kv;    // [entries, head_dim] after RoPE and FQ4e
-  std::vector<float> idx_k;      // [entries, index_head_dim] after RoPE and FQ4
-  std::vector<float> open_kv;    // [open, head_dim] projections of the open group's tokens
-  std::vector<float> open_gate;  // [open, head_dim]
-  int64_t open = 0;
-  int64_t entries = 0;
+// Where one sequence's cache lives: its state slot and, for each KV source, the arena of
+// its compressed entries (entry e: head_dim floats of compressed KV after RoPE and FQ4e,
+// then index_head_dim floats of index key after RoPE and FQ4) with the sequence's block
+// table. Everything in the state is indexed by position (window rings by p % window,
+// the open group by p % ratio, the Engram history by p % max_ngram) and every count is
+// derived from positions, so a forked copy stays valid while its parent runs ahead.
+struct SeqMem {
+  uint8_t* state = nullptr;
+  const int32_t* block_table = nullptr;
+  const kernels::CacheArena* const* entries = nullptr;  // [kv sources]
 };
 
+// A sequence with its own memory (tests, tools): capacity positions at most.
 struct SeqState {
-  int64_t pos = 0;  // tokens processed
-  std::vector<LayerState> layers;
-  std::vector<int64_t> recent;  // compressed ids of the last tokens (Engram), oldest first
+  std::vector<uint8_t> state;
+  std::vector<std::vector<uint8_t>> arena_mem;  // per KV source
+  std::vector<kernels::CacheArena> arenas;
+  std::vector<const kernels::CacheArena*> arena_ptrs;
+  std::vector<int32_t> table = {0};
+  int64_t pos = 0;
+  SeqMem mem() { return {state.data(), table.data(), arena_ptrs.data()}; }
 };
 
 class DeepseekV41 {
@@ -58,27 +65,52 @@ class DeepseekV41 {
   const io::DeepseekV41Config& config() const { return c_; }
   const Weights& weights() const { return w_; }
   const EngramLayout& engram_layout() const { return engram_; }
-  SeqState new_state() const;
 
+  // The cache this model needs: per KV-source ratio a paged group of entries, and the
+  // state bytes per sequence.
+  kernels::CacheSpec cache_spec() const;
+  // Which group and layer of cache_spec() holds KV source number i's entries.
+  std::pair<int64_t, int64_t> source_arena(int64_t i) const { return source_arena_[size_t(i)]; }
+
+  SeqState new_state(int64_t capacity) const;
   // Runs tokens [n] at positions st.pos .. st.pos + n - 1 and advances st. logits, if not
   // null, receives [n, vocab_size] (every row).
   void forward(SeqState& st, const int32_t* tokens, int64_t n, float* logits, ThreadPool* pool) const;
+  // The same on any memory: tokens [n] at positions pos0.., the final normalized hidden
+  // rows into hidden [n, hidden_size]. pos0 == 0 starts the sequence afresh.
+  void forward_seq(const SeqMem& m, const int32_t* tokens, int64_t n, int64_t pos0, float* hidden,
+                   ThreadPool* pool) const;
+  // logits [rows, vocab] of hidden rows [rows, hidden_size].
+  void logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const;
 
  private:
   struct Shared;  // what index sources publish to the layers after them in one forward
-  void attention(int64_t l, SeqState& st, const float* a, int64_t n, Shared& sh, float* out,
-                 ThreadPool* pool) const;
-  void compress(int64_t l, LayerState& ls, const float* a, int64_t n, ThreadPool* pool) const;
-  void index(int64_t l, const SeqState& st, const float* a, const float* qr, int64_t n, Shared& sh,
-             ThreadPool* pool) const;
+  struct Chunk {  // the call in flight
+    const SeqMem* m;
+    int64_t pos0, n;
+  };
+  float* window(const SeqMem& m, int64_t l) const;
+  float* open_kv(const SeqMem& m, int64_t l) const;
+  float* open_gate(const SeqMem& m, int64_t l) const;
+  int64_t* history(const SeqMem& m) const;
+  float* entry(const SeqMem& m, int64_t l_src, int64_t e) const;
+  void attention(int64_t l, const Chunk& ch, const float* a, Shared& sh, float* out, ThreadPool* pool) const;
+  void compress(int64_t l, const Chunk& ch, const float* a, ThreadPool* pool) const;
+  void index(int64_t l, const Chunk& ch, const float* a, const float* qr, Shared& sh, ThreadPool* pool) const;
 
   io::DeepseekV41Config c_;
-  bool exact_activations_ = false;
   Weights w_;
   std::vector<MoeLayer> moe_;
   EngramLayout engram_;
   std::vector<int64_t> token_map_;  // token id -> compressed id (Engram)
   kernels::RopeTable rope_main_, rope_compress_;
+  // State slot layout (bytes): per layer its window ring, per ratio-2 source its open
+  // group (kv, gate), then the Engram history.
+  std::vector<int64_t> window_off_, open_off_;  // [layers]; open_off_ -1 when none
+  int64_t history_off_ = 0, state_bytes_ = 0;
+  std::vector<int64_t> source_index_;           // [layers]: KV source number, or -1
+  std::vector<std::pair<int64_t, int64_t>> source_arena_;  // [sources]: (group, layer)
+  std::vector<int64_t> group_ratio_;            // [groups]
 };
 
 }  // namespace gannet::model::deepseek_v41
