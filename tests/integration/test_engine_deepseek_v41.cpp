@@ -1,0 +1,180 @@
+// DeepSeek-V4.1 in the engine (tests/golden/deepseek-v41-tiny, no tokenizer: token-id
+// prompts): a request's token ids and logprobs are bit-identical alone or in a batch, with
+// chunk budgets that split ratio-2 groups and the 8-token window (budget 1 is
+// token-by-token decode of the prompt), under a KV budget that forces preemption and
+// recompute, on 1 or 2 threads, with asynchronous scheduling on or off, and for n = 3
+// seeded samples (forked state slots). Greedy decoding reproduces the reference's ids.
+// Afterwards every block and state slot is free.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "engine/engine.h"
+
+using namespace gannet;
+
+namespace {
+
+std::string model_dir() {
+  const char* src = std::getenv("GANNET_SOURCE_DIR");
+  return (std::filesystem::path(src ? src : ".") / "tests" / "golden" / "deepseek-v41-tiny").string();
+}
+
+struct Case {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+};
+
+std::vector<Case> make_cases(int count) {
+  std::mt19937 rng(77);
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i) {
+    Case c;
+    const int len = 1 + int(rng() % 60);
+    for (int j = 0; j < len; ++j) c.prompt.push_back(int32_t(rng() % 512));
+    c.params.max_tokens = 4 + int(rng() % 9);
+    c.params.logprobs = 3;
+    c.params.ignore_eos = true;
+    if (i % 2) {
+      c.params.temperature = 1.0;
+      c.params.seed = 500 + uint64_t(i);
+    } else {
+      c.params.temperature = 0;
+    }
+    if (i % 8 == 3) c.params.n = 3, c.params.seed = 900 + uint64_t(i), c.params.temperature = 1.0;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+struct Result {
+  std::vector<std::vector<int32_t>> ids;  // per sample
+  std::vector<std::vector<float>> lps;
+};
+
+EngineArgs base_args(bool async) {
+  EngineArgs a;
+  a.async_scheduling = async;
+  a.model = model_dir();
+  a.quiet = true;
+  a.threads = 2;
+  a.max_num_seqs = 32;
+  a.kv_cache_memory = 16ull << 20;
+  a.block_size = 16;
+  return a;
+}
+
+std::map<int, Result> run_batch(engine::Engine& e, const std::vector<Case>& cases, const std::vector<int>& which) {
+  for (int i : which) e.add_request("r" + std::to_string(i), cases[size_t(i)].prompt, cases[size_t(i)].params);
+  std::map<int, Result> out;
+  while (e.has_unfinished())
+    for (RequestOutput& o : e.step())
+      if (o.finished) {
+        Result r;
+        for (const auto& c : o.outputs) {
+          r.ids.push_back(c.token_ids);
+          std::vector<float> lp;
+          for (const auto& p : c.logprobs) {
+            lp.push_back(p.logprob);
+            for (const auto& t : p.top) lp.push_back(t.logprob), lp.push_back(float(t.id));
+          }
+          r.lps.push_back(lp);
+        }
+        out[std::stoi(o.request_id.substr(1))] = r;
+      }
+  EXPECT_EQ(e.block_manager().num_free_blocks(), e.block_manager().num_blocks());
+  EXPECT_EQ(e.block_manager().num_free_slots(), e.block_manager().num_state_slots());
+  EXPECT_EQ(e.num_executor_rows(), 0u);
+  return out;
+}
+
+void expect_same(const std::map<int, Result>& a, const std::map<int, Result>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (auto& [i, ra] : a) {
+    const Result& rb = b.at(i);
+    EXPECT_EQ(ra.ids, rb.ids) << what << ": request " << i;
+    EXPECT_EQ(ra.lps, rb.lps) << what << ": request " << i;
+  }
+}
+
+std::vector<int> range(int n) {
+  std::vector<int> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[size_t(i)] = i;
+  return v;
+}
+
+const std::map<int, Result>& alone() {
+  static const std::map<int, Result> ref = [] {
+    auto cases = make_cases(24);
+    engine::Engine e(base_args(false));
+    std::map<int, Result> all;
+    for (int i = 0; i < 24; ++i) all[i] = run_batch(e, cases, {i}).at(i);
+    return all;
+  }();
+  return ref;
+}
+
+TEST(EngineDeepseekV41, GreedyMatchesReference) {
+  // The golden prompt's 16 greedy ids (transformers, float32).
+  const std::vector<int32_t> prompt = {0,   476, 326, 263, 120, 365, 359, 258, 25,  125, 124, 449, 2,   38,
+                                       267, 360, 472, 52,  502, 229, 365, 359, 258, 25,  502, 35,  435, 327,
+                                       234, 252, 482, 328, 236, 225, 131, 365, 144, 360, 30,  198, 442};
+  const std::vector<int32_t> want = {173, 128, 438, 359, 343, 139, 323, 149, 145, 41, 121, 70, 424, 499, 493, 125};
+  for (bool async : {false, true}) {
+    engine::Engine e(base_args(async));
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 16;
+    p.ignore_eos = true;
+    e.add_request("g", prompt, p);
+    std::vector<int32_t> got;
+    while (e.has_unfinished())
+      for (RequestOutput& o : e.step())
+        if (o.finished) got = o.outputs[0].token_ids;
+    EXPECT_EQ(got, want) << (async ? "async on" : "async off");
+  }
+}
+
+TEST(EngineDeepseekV41, BatchEqualsAlone) {
+  auto cases = make_cases(24);
+  for (bool async : {false, true}) {
+    engine::Engine e(base_args(async));
+    expect_same(alone(), run_batch(e, cases, range(24)), async ? "async on" : "async off");
+  }
+}
+
+TEST(EngineDeepseekV41, ChunkedPrefillEqualsOneShot) {
+  auto cases = make_cases(24);
+  const std::vector<int> subset = {0, 1, 2, 3, 5, 8, 11, 13};
+  std::map<int, Result> ref;
+  for (int i : subset) ref[i] = alone().at(i);
+  for (bool async : {false, true})
+    for (int64_t budget : {1, 3, 7}) {
+      EngineArgs a = base_args(async);
+      a.max_num_batched_tokens = budget;
+      engine::Engine e(a);
+      expect_same(ref, run_batch(e, cases, subset),
+                  "chunk budget " + std::to_string(budget) + (async ? ", async on" : ", async off"));
+    }
+}
+
+TEST(EngineDeepseekV41, PreemptionAndOneThreadEqualAlone) {
+  auto cases = make_cases(24);
+  for (bool async : {false, true}) {
+    EngineArgs a = base_args(async);
+    a.kv_cache_memory = 2ull << 20;  // the 32 state slots take most of it: a few blocks remain
+    engine::Engine e(a);
+    auto r = run_batch(e, cases, range(24));
+    EXPECT_GT(e.scheduler().num_preemptions(), 0) << "the budget was meant to force preemptions";
+    expect_same(alone(), r, std::string("preemption, ") + (async ? "async on" : "async off"));
+    EngineArgs b = base_args(async);
+    b.threads = 1;
+    engine::Engine e1(b);
+    expect_same(alone(), run_batch(e1, cases, range(24)), std::string("1 thread, ") + (async ? "async on" : "async off"));
+  }
+}
+
+}  // namespace
