@@ -26,7 +26,7 @@ CacheEngine::CacheEngine(const kernels::CacheSpec& spec, int64_t num_blocks, int
   if (num_blocks < 1 || block_size < 1) fail("KV cache needs at least one block of at least one token");
   spec.check_block_size(block_size);
   for (const kernels::CacheGroup& g : spec.groups)
-    GANNET_CHECK(g.bytes_per_entry % 4 == 0 && g.layers >= 0, "cache group '", g.name, "'");
+    GANNET_CHECK(g.bytes_per_entry > 0 && g.layers >= 0, "cache group '", g.name, "'");
   GANNET_CHECK(spec.state_bytes_per_seq % 8 == 0, "state bytes ", spec.state_bytes_per_seq);
   const uint64_t paged = uint64_t(num_blocks) * spec.bytes_per_block(block_size);
   const uint64_t state_bytes = uint64_t(num_state_slots) * uint64_t(spec.state_bytes_per_seq);

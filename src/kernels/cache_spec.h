@@ -24,7 +24,7 @@ const char* cache_format_name(CacheFormat f);
 struct CacheGroup {
   std::string name;             // "k", "v", "compressed-kv (ratio 2)", ...
   int64_t layers = 0;           // arenas: one per layer that owns such entries
-  int64_t bytes_per_entry = 0;  // a multiple of 4
+  int64_t bytes_per_entry = 0;  // entries holding floats keep them 4-byte aligned
   int64_t tokens_per_entry = 1;
   CacheFormat format = CacheFormat::kF32;
 };

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -84,6 +87,44 @@ TEST(KernelsFakeQuant, NanPoisonsOnlyItsBlock) {
   fake_quant_fp8(x.data(), 64, 32, true);
   for (int i = 0; i < 32; ++i) EXPECT_EQ(x[size_t(i)], 0.5f);
   for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(x[size_t(i)]));
+}
+
+
+// The packed forms (pack_* / unpack_*) reproduce the fake quantizations bit for bit:
+// values over 60 binades, exact zeros and signed zeros, scale ties, a NaN block.
+TEST(KernelsFakeQuant, PackedFormsEqualFakeQuant) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-30, 30), pick(0, 15);
+  const int64_t n = 4096;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int p = pick(rng);
+    const int blk_exp = ex(rng);  // roughly one exponent per element; blocks mix them
+    x[size_t(i)] = p == 0 ? 0.0f : p == 1 ? -0.0f : p == 2 ? 6.0f * std::ldexp(1.0f, blk_exp) : std::ldexp(mant(rng), blk_exp);
+  }
+  for (int64_t i = 64; i < 96; ++i) x[size_t(i)] = std::numeric_limits<float>::quiet_NaN();
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  };
+  for (int64_t block : {16, 32, 64}) {
+    std::vector<uint8_t> codes(static_cast<size_t>(n)), scales(size_t(n / block));
+    std::vector<float> want = x, got(static_cast<size_t>(n));
+    fake_quant_fp8(want.data(), n, block, true);
+    pack_fp8_pow2(x.data(), n, block, codes.data(), scales.data());
+    unpack_fp8_pow2(codes.data(), scales.data(), n, block, got.data());
+    EXPECT_TRUE(same(want, got)) << "fp8 block " << block;
+    want = x;
+    fake_quant_fp4(want.data(), n, block);
+    pack_fp4(x.data(), n, block, codes.data(), scales.data());
+    unpack_fp4(codes.data(), scales.data(), n, block, got.data());
+    EXPECT_TRUE(same(want, got)) << "fp4 block " << block;
+    want = x;
+    fake_quant_fp4_e4m3_scale(want.data(), n, block);
+    pack_fp4_e4m3_scale(x.data(), n, block, codes.data(), scales.data());
+    unpack_fp4_e4m3_scale(codes.data(), scales.data(), n, block, got.data());
+    EXPECT_TRUE(same(want, got)) << "fp4e block " << block;
+  }
 }
 
 }  // namespace

@@ -70,4 +70,65 @@ void fake_quant_fp4_e4m3_scale(float* x, int64_t n, int64_t block) {
       [](float q) { return fp4_e2m1_to_f32(f32_to_fp4_e2m1(q)); });
 }
 
+namespace {
+
+// E8M0 byte of a power of two (NaN: 0xff); 2^-127 and below cannot occur for these scales.
+uint8_t e8m0_of(float s) {
+  if (std::isnan(s)) return 0xff;
+  uint32_t b;
+  std::memcpy(&b, &s, 4);
+  return uint8_t((b >> 23) & 0xff);
+}
+
+template <typename Scale, typename Code, typename ScaleByte>
+void pack_blocks(const float* x, int64_t n, int64_t block, Scale scale, float lim, Code code, ScaleByte sbyte,
+                 uint8_t* codes, uint8_t* scales, bool four_bit) {
+  GANNET_CHECK(block > 0 && n % block == 0 && (!four_bit || block % 2 == 0), "block ", block, " n ", n);
+  if (four_bit) std::memset(codes, 0, size_t(n / 2));
+  for (int64_t b0 = 0; b0 < n; b0 += block) {
+    const float amax = block_amax(x + b0, block);
+    const float s = std::isnan(amax) ? std::numeric_limits<float>::quiet_NaN() : scale(amax);
+    scales[b0 / block] = sbyte(s);
+    for (int64_t i = 0; i < block; ++i) {
+      const uint8_t c = std::isnan(s) ? 0 : code(std::clamp(x[b0 + i] / s, -lim, lim));
+      if (four_bit) codes[(b0 + i) / 2] |= uint8_t(c << (((b0 + i) & 1) * 4));
+      else codes[b0 + i] = c;
+    }
+  }
+}
+
+float fp8_pow2_scale(float amax) { return pow2_ceil(std::max(amax, 1e-4f) * (1.0f / 448.0f)); }
+float fp4_scale(float amax) { return pow2_ceil(std::max(amax, 6.0f * 0x1p-126f) / 6.0f); }
+float fp4e_scale(float amax) { return fp8_e4m3_to_f32(f32_to_fp8_e4m3(std::max(amax, 6.0f * 0x1p-9f) / 6.0f)); }
+
+}  // namespace
+
+void pack_fp8_pow2(const float* x, int64_t n, int64_t block, uint8_t* codes, uint8_t* scales) {
+  pack_blocks(x, n, block, fp8_pow2_scale, 448.0f, [](float q) { return f32_to_fp8_e4m3(q); }, e8m0_of, codes, scales,
+              false);
+}
+
+void unpack_fp8_pow2(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t block, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = fp8_e4m3_to_f32(codes[i]) * e8m0_to_f32(scales[i / block]);
+}
+
+void pack_fp4(const float* x, int64_t n, int64_t block, uint8_t* codes, uint8_t* scales) {
+  pack_blocks(x, n, block, fp4_scale, 6.0f, [](float q) { return f32_to_fp4_e2m1(q); }, e8m0_of, codes, scales, true);
+}
+
+void unpack_fp4(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t block, float* out) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = fp4_e2m1_to_f32(uint8_t((codes[i / 2] >> ((i & 1) * 4)) & 0xf)) * e8m0_to_f32(scales[i / block]);
+}
+
+void pack_fp4_e4m3_scale(const float* x, int64_t n, int64_t block, uint8_t* codes, uint8_t* scales) {
+  pack_blocks(x, n, block, fp4e_scale, 6.0f, [](float q) { return f32_to_fp4_e2m1(q); },
+              [](float s) { return std::isnan(s) ? uint8_t(0x7f) : f32_to_fp8_e4m3(s); }, codes, scales, true);
+}
+
+void unpack_fp4_e4m3_scale(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t block, float* out) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = fp4_e2m1_to_f32(uint8_t((codes[i / 2] >> ((i & 1) * 4)) & 0xf)) * fp8_e4m3_to_f32(scales[i / block]);
+}
+
 }  // namespace gannet::kernels

@@ -22,4 +22,17 @@ void fake_quant_fp4_e4m3_scale(float* x, int64_t n, int64_t block);
 // 2^ceil(log2 s) for a positive normal s, from its bits (the reference's rule).
 float pow2_ceil(float s);
 
+// The same quantizations as packed bytes, for caches that store them (DeepSeek-V4.1's
+// window ring, compressed KV and index keys): unpack(pack(x)) has exactly the bits of the
+// fake-quantized x. n must be a multiple of the block.
+//   FQ8 pow2:  codes [n] E4M3, scales [n / block] E8M0 (2^(b - 127))
+//   FQ4:       codes [n / 2] E2M1 (element 2i in the low nibble), scales [n / block] E8M0
+//   FQ4e:      codes [n / 2] E2M1, scales [n / block] E4M3
+void pack_fp8_pow2(const float* x, int64_t n, int64_t block, uint8_t* codes, uint8_t* scales);
+void unpack_fp8_pow2(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t block, float* out);
+void pack_fp4(const float* x, int64_t n, int64_t block, uint8_t* codes, uint8_t* scales);
+void unpack_fp4(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t block, float* out);
+void pack_fp4_e4m3_scale(const float* x, int64_t n, int64_t block, uint8_t* codes, uint8_t* scales);
+void unpack_fp4_e4m3_scale(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t block, float* out);
+
 }  // namespace gannet::kernels

@@ -54,10 +54,6 @@ void fq4_rows(float* x, int64_t rows, int64_t n, int64_t block) {
   if (n % block) return;
   for (int64_t r = 0; r < rows; ++r) kernels::fake_quant_fp4(x + r * n, n, block);
 }
-void fq4e_rows(float* x, int64_t rows, int64_t n, int64_t block) {
-  if (n % block) return;
-  for (int64_t r = 0; r < rows; ++r) kernels::fake_quant_fp4_e4m3_scale(x + r * n, n, block);
-}
 
 // The k best of scores[0, n) (ties: the lower index first), in index order.
 std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
@@ -123,15 +119,23 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
   rope_main_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.rope_theta, c_.max_position_embeddings);
   rope_compress_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.compress_rope_theta, c_.max_position_embeddings,
                                       to_kernel(c_.compress_scaling));
+  // Cached forms: packed where the model's fake quantization applies (the width is a
+  // multiple of its block), else f32 as the reference then leaves the values.
+  const int64_t L = c_.num_hidden_layers, D = c_.head_dim, idh = c_.index_head_dim;
+  win_packed_ = D % 32 == 0;
+  kv_packed_ = D % 16 == 0;
+  key_packed_ = idh % 32 == 0;
+  win_bytes_ = win_packed_ ? D + D / 32 : D * 4;
+  kv_bytes_ = kv_packed_ ? D / 2 + D / 16 : D * 4;
+  key_bytes_ = key_packed_ ? idh / 2 + idh / 32 : idh * 4;
   // State slot layout and the entry arenas.
-  const int64_t L = c_.num_hidden_layers, D = c_.head_dim;
   int64_t off = 0;
   window_off_.assign(size_t(L), 0);
   open_off_.assign(size_t(L), -1);
   source_index_.assign(size_t(L), -1);
   for (int64_t l = 0; l < L; ++l) {
     window_off_[size_t(l)] = off;
-    off += c_.sliding_window * D * 4;
+    off += (c_.sliding_window * win_bytes_ + 7) / 8 * 8;
   }
   for (int64_t l = 0; l < L; ++l) {
     if (!c_.is_kv_source(l)) continue;
@@ -163,7 +167,8 @@ kernels::CacheSpec DeepseekV41::cache_spec() const {
     int64_t layers = 0;
     for (auto [gg, ll] : source_arena_) layers += gg == int64_t(g);
     s.groups.push_back({"compressed kv + index keys (ratio " + std::to_string(group_ratio_[g]) + ")", layers,
-                        (c_.head_dim + c_.index_head_dim) * 4, group_ratio_[g], kernels::CacheFormat::kF32});
+                        kv_bytes_ + key_bytes_, group_ratio_[g],
+                        kv_packed_ || key_packed_ ? kernels::CacheFormat::kMixed : kernels::CacheFormat::kF32});
   }
   s.state_bytes_per_seq = state_bytes_;
   return s;
@@ -178,7 +183,7 @@ SeqState DeepseekV41::new_state(int64_t capacity) const {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t m = group_ratio_[size_t(source_arena_[size_t(i)].first)];
     const int64_t block = (capacity + m - 1) / m * m;
-    const int64_t bytes = (c_.head_dim + c_.index_head_dim) * 4;
+    const int64_t bytes = kv_bytes_ + key_bytes_;
     st.arena_mem[size_t(i)].assign(size_t(block / m * bytes), 0);
     kernels::CacheArena& a = st.arenas[size_t(i)];
     a.base = st.arena_mem[size_t(i)].data();
@@ -191,9 +196,7 @@ SeqState DeepseekV41::new_state(int64_t capacity) const {
   return st;
 }
 
-float* DeepseekV41::window(const SeqMem& m, int64_t l) const {
-  return reinterpret_cast<float*>(m.state + window_off_[size_t(l)]);
-}
+uint8_t* DeepseekV41::window(const SeqMem& m, int64_t l) const { return m.state + window_off_[size_t(l)]; }
 float* DeepseekV41::open_kv(const SeqMem& m, int64_t l) const {
   return reinterpret_cast<float*>(m.state + open_off_[size_t(l)]);
 }
@@ -201,8 +204,38 @@ float* DeepseekV41::open_gate(const SeqMem& m, int64_t l) const {
   return open_kv(m, l) + c_.compress_ratios[size_t(l)] * c_.head_dim;
 }
 int64_t* DeepseekV41::history(const SeqMem& m) const { return reinterpret_cast<int64_t*>(m.state + history_off_); }
-float* DeepseekV41::entry(const SeqMem& m, int64_t l_src, int64_t e) const {
-  return reinterpret_cast<float*>(m.entries[source_index_[size_t(l_src)]]->entry(m.block_table, e));
+uint8_t* DeepseekV41::entry(const SeqMem& m, int64_t l_src, int64_t e) const {
+  return m.entries[source_index_[size_t(l_src)]]->entry(m.block_table, e);
+}
+
+void DeepseekV41::store_window(uint8_t* slot, const float* kv) const {
+  const int64_t D = c_.head_dim;
+  if (win_packed_) kernels::pack_fp8_pow2(kv, D, 32, slot, slot + D);
+  else std::memcpy(slot, kv, size_t(D) * 4);
+}
+void DeepseekV41::load_window(const uint8_t* slot, float* kv) const {
+  const int64_t D = c_.head_dim;
+  if (win_packed_) kernels::unpack_fp8_pow2(slot, slot + D, D, 32, kv);
+  else std::memcpy(kv, slot, size_t(D) * 4);
+}
+void DeepseekV41::store_entry(uint8_t* e, const float* kv, const float* key) const {
+  const int64_t D = c_.head_dim, idh = c_.index_head_dim;
+  if (kv_packed_) kernels::pack_fp4_e4m3_scale(kv, D, 16, e, e + D / 2);
+  else std::memcpy(e, kv, size_t(D) * 4);
+  uint8_t* k = e + kv_bytes_;
+  if (key_packed_) kernels::pack_fp4(key, idh, 32, k, k + idh / 2);
+  else std::memcpy(k, key, size_t(idh) * 4);
+}
+void DeepseekV41::load_entry_kv(const uint8_t* e, float* kv) const {
+  const int64_t D = c_.head_dim;
+  if (kv_packed_) kernels::unpack_fp4_e4m3_scale(e, e + D / 2, D, 16, kv);
+  else std::memcpy(kv, e, size_t(D) * 4);
+}
+void DeepseekV41::load_entry_key(const uint8_t* e, float* key) const {
+  const int64_t idh = c_.index_head_dim;
+  const uint8_t* k = e + kv_bytes_;
+  if (key_packed_) kernels::unpack_fp4(k, k + idh / 2, idh, 32, key);
+  else std::memcpy(key, k, size_t(idh) * 4);
 }
 
 void DeepseekV41::compress(int64_t l, const Chunk& ch, const float* a, ThreadPool* pool) const {
@@ -258,15 +291,11 @@ void DeepseekV41::compress(int64_t l, const Chunk& ch, const float* a, ThreadPoo
   kernels::matmul_packed(latent.data(), groups, lw.idx_wk, k.data(), pool);
   kernels::rmsnorm(k.data(), lw.idx_k_norm.data(), kn.data(), groups, idh, eps);
   kernels::apply_rope(kn.data(), groups, 1, int(idh), pos.data(), rope_compress_, true, int(idh - c_.qk_rope_head_dim));
-  fq4_rows(kn.data(), groups, idh, 32);
-  // Main entries: RoPE at the group's first position, FQ4 with E4M3 scales / 16.
+  // Main entries: RoPE at the group's first position. Storing applies FQ4 / 32 to the key
+  // and FQ4 with E4M3 scales / 16 to the entry.
   kernels::apply_rope(latent.data(), groups, 1, int(D), pos.data(), rope_compress_, true, int(D - c_.qk_rope_head_dim));
-  fq4e_rows(latent.data(), groups, D, 16);
-  for (int64_t g = 0; g < groups; ++g) {
-    float* e = entry(mem, l, entry_ids[size_t(g)]);
-    std::memcpy(e, latent.data() + g * D, size_t(D) * 4);
-    std::memcpy(e + D, kn.data() + g * idh, size_t(idh) * 4);
-  }
+  for (int64_t g = 0; g < groups; ++g)
+    store_entry(entry(mem, l, entry_ids[size_t(g)]), latent.data() + g * D, kn.data() + g * idh);
 }
 
 void DeepseekV41::index(int64_t l, const Chunk& ch, const float* a, const float* qr, Shared& sh,
@@ -276,7 +305,7 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* a, const float*
   const int64_t src = c_.kv_source_of(l), n = ch.n;
   const int64_t ratio = c_.compress_ratios[size_t(l)], E = (ch.pos0 + n) / ratio;
   if (E == 0) return;  // nothing to score yet: what earlier sources published stands
-  const int64_t nih = c_.index_n_heads, idh = c_.index_head_dim, D = c_.head_dim;
+  const int64_t nih = c_.index_n_heads, idh = c_.index_head_dim;
   std::vector<float> q(size_t(n * nih * idh)), wts(size_t(n * nih));
   kernels::matmul_packed(qr, n, lw.idx_wq_b, q.data(), pool);
   std::vector<int32_t> pos(static_cast<size_t>(n));
@@ -287,8 +316,10 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* a, const float*
   const float softmax_scale = 1.0f / std::sqrt(float(idh)), heads_scale = 1.0f / std::sqrt(float(nih));
   const bool is_cand_src = l == c_.candidate_source_layer_id;
   const bool use_cand = !is_cand_src && c_.candidate_source_layer_id >= 0 && c_.candidate_source_layer_id < l && sh.has_cand;
+  std::vector<float> key_buf(size_t(E * idh));
+  for (int64_t e = 0; e < E; ++e) load_entry_key(entry(mem, src, e), key_buf.data() + e * idh);
   std::vector<const float*> keys(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) keys[size_t(e)] = entry(mem, src, e) + D;
+  for (int64_t e = 0; e < E; ++e) keys[size_t(e)] = key_buf.data() + e * idh;
   std::vector<float> sc(static_cast<size_t>(E));
   if (is_cand_src) {
     sh.cand.assign(size_t(n), {});
@@ -366,8 +397,23 @@ void DeepseekV41::attention(int64_t l, const Chunk& ch, const float* a, Shared& 
     entries = (pos0 + n) / ratio;
   }
 
-  // Attention per query over its window and its selected compressed entries.
-  float* ring = window(mem, l);
+  // Attention per query over its window and its selected compressed entries, read from
+  // the cache in f32: the ring positions before this chunk, the entries selected.
+  uint8_t* ring = window(mem, l);
+  std::vector<float> past(size_t(W * D));
+  for (int64_t kp = std::max<int64_t>(0, pos0 - W + 1); kp < pos0; ++kp)
+    load_window(ring + (kp % W) * win_bytes_, past.data() + (kp % W) * D);
+  std::vector<int32_t> slot_of;  // entry -> row of `ents`, -1 until loaded
+  std::vector<float> ents;
+  if (src >= 0 && sh.has_topk && entries > 0) slot_of.assign(size_t(entries), -1);
+  if (!slot_of.empty())
+    for (int64_t i = 0; i < n; ++i)
+      for (int32_t e : sh.topk[size_t(i)])
+        if (e < entries && slot_of[size_t(e)] < 0) {
+          slot_of[size_t(e)] = int32_t(ents.size() / size_t(D));
+          ents.resize(ents.size() + size_t(D));
+          load_entry_kv(entry(mem, src, e), ents.data() + ents.size() - size_t(D));
+        }
   std::vector<float> o(size_t(n * H * D), 0.0f);
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<const float*> keys;
@@ -376,10 +422,10 @@ void DeepseekV41::attention(int64_t l, const Chunk& ch, const float* a, Shared& 
     const int64_t p = pos0 + i;
     keys.clear();
     for (int64_t kp = std::max<int64_t>(0, p - W + 1); kp <= p; ++kp)
-      keys.push_back(kp >= pos0 ? kv.data() + (kp - pos0) * D : ring + (kp % W) * D);
-    if (src >= 0 && sh.has_topk && entries > 0)
+      keys.push_back(kp >= pos0 ? kv.data() + (kp - pos0) * D : past.data() + (kp % W) * D);
+    if (!slot_of.empty())
       for (int32_t e : sh.topk[size_t(i)])
-        if (e < entries) keys.push_back(entry(mem, src, e));
+        if (e < entries) keys.push_back(ents.data() + int64_t(slot_of[size_t(e)]) * D);
     sc.resize(keys.size());
     for (int64_t h = 0; h < H; ++h) {
       const float* qh = q.data() + (i * H + h) * D;
@@ -403,8 +449,7 @@ void DeepseekV41::attention(int64_t l, const Chunk& ch, const float* a, Shared& 
     }
   }
   // The window ring keeps the last W positions.
-  for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
-    std::memcpy(ring + ((pos0 + i) % W) * D, kv.data() + i * D, size_t(D) * 4);
+  for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i) store_window(ring + ((pos0 + i) % W) * win_bytes_, kv.data() + i * D);
 
   kernels::apply_rope(o.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R), /*inverse=*/true);
   // Grouped output projection: group g's heads through rows [g * o_lora, (g + 1) * o_lora)

@@ -36,9 +36,10 @@ class ThreadPool;
 namespace gannet::model::deepseek_v41 {
 
 // Where one sequence's cache lives: its state slot and, for each KV source, the arena of
-// its compressed entries (entry e: head_dim floats of compressed KV after RoPE and FQ4e,
-// then index_head_dim floats of index key after RoPE and FQ4) with the sequence's block
-// table. Everything in the state is indexed by position (window rings by p % window,
+// its compressed entries (entry e: the compressed KV after RoPE as E2M1 codes with an
+// E4M3 scale per 16, then the index key after RoPE as E2M1 codes with an E8M0 scale per
+// 32: 288 + 68 bytes at V4.1-Flash's widths) with the sequence's block table. Window
+// rings hold E4M3 codes with an E8M0 scale per 32 (528 bytes per position at 512). Everything in the state is indexed by position (window rings by p % window,
 // the open group by p % ratio, the Engram history by p % max_ngram) and every count is
 // derived from positions, so a forked copy stays valid while its parent runs ahead.
 struct SeqMem {
@@ -89,11 +90,19 @@ class DeepseekV41 {
     const SeqMem* m;
     int64_t pos0, n;
   };
-  float* window(const SeqMem& m, int64_t l) const;
+  uint8_t* window(const SeqMem& m, int64_t l) const;  // [sliding_window, win_bytes_]
   float* open_kv(const SeqMem& m, int64_t l) const;
   float* open_gate(const SeqMem& m, int64_t l) const;
   int64_t* history(const SeqMem& m) const;
-  float* entry(const SeqMem& m, int64_t l_src, int64_t e) const;
+  uint8_t* entry(const SeqMem& m, int64_t l_src, int64_t e) const;
+  // Cached forms (packed E4M3 / E2M1 with their block scales where the width allows the
+  // model's fake quantization, else f32): storing packs, loading unpacks, and
+  // load(store(x)) is the fake-quantized x bit for bit.
+  void store_window(uint8_t* slot, const float* kv) const;  // kv: D values, FQ8 applied or not
+  void load_window(const uint8_t* slot, float* kv) const;
+  void store_entry(uint8_t* e, const float* kv, const float* key) const;  // before FQ4e / FQ4
+  void load_entry_kv(const uint8_t* e, float* kv) const;
+  void load_entry_key(const uint8_t* e, float* key) const;
   void attention(int64_t l, const Chunk& ch, const float* a, Shared& sh, float* out, ThreadPool* pool) const;
   void compress(int64_t l, const Chunk& ch, const float* a, ThreadPool* pool) const;
   void index(int64_t l, const Chunk& ch, const float* a, const float* qr, Shared& sh, ThreadPool* pool) const;
@@ -108,6 +117,8 @@ class DeepseekV41 {
   // group (kv, gate), then the Engram history.
   std::vector<int64_t> window_off_, open_off_;  // [layers]; open_off_ -1 when none
   int64_t history_off_ = 0, state_bytes_ = 0;
+  int64_t win_bytes_ = 0, kv_bytes_ = 0, key_bytes_ = 0;  // cached bytes per vector
+  bool win_packed_ = false, kv_packed_ = false, key_packed_ = false;
   std::vector<int64_t> source_index_;           // [layers]: KV source number, or -1
   std::vector<std::pair<int64_t, int64_t>> source_arena_;  // [sources]: (group, layer)
   std::vector<int64_t> group_ratio_;            // [groups]
