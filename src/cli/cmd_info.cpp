@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -10,6 +11,9 @@
 #include "core/progress_bar.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "gannet/engine_args.h"
+#include "io/deepseek_v41_config.h"
+#include "model/deepseek_v41/model.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -17,17 +21,110 @@ namespace gannet::cli {
 
 namespace {
 const char* kUsage =
-    "usage: gannet info --model DIR [--quantize none|fp8|int8] [--json]\n"
+    "usage: gannet info --model DIR [--quantize none|fp8|int8] [--memory SIZE] [--json]\n"
     "\n"
     "Prints the architecture, parameter count, bytes by dtype, KV-cache bytes per token and\n"
     "the CPU kernel path. The checkpoint is opened and validated, and the model is built, so\n"
     "a missing or mis-shaped tensor is reported here. 'read per token' is what one decode\n"
     "step streams (the linear weights and the output projection, scales included), by format;\n"
-    "--quantize shows it after load-time conversion.\n";
+    "--quantize shows it after load-time conversion.\n"
+    "\n"
+    "DeepSeek-V4.1 needs only config.json (the weights are checked when present): parameters,\n"
+    "weight bytes by dtype, bytes read per decode token (active experts only), KV-cache bytes\n"
+    "per token in its compact forms and the fixed state bytes per sequence; --memory SIZE\n"
+    "(e.g. 256GiB) adds how many tokens and full-context sequences fit beside the weights.\n";
+
+// DeepSeek-V4.1 from its config alone.
+int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const Flags& f) {
+  const io::DeepseekV41Config& c = *cfg.deepseek_v41;
+  bool has_weights = false;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    has_weights |= e.path().extension() == ".safetensors";
+  if (has_weights) {
+    io::Checkpoint ckpt(dir);
+    (void)model::create_model(cfg, ckpt);  // validates names, dtypes and shapes
+  }
+  if (!c.engram_layer_ids.empty()) {
+    // The hash layout's primes must give engram_num_embeddings rows (throws naming it).
+    std::vector<int64_t> identity(static_cast<size_t>(c.vocab_size));
+    for (int64_t i = 0; i < c.vocab_size; ++i) identity[size_t(i)] = i;
+    (void)model::deepseek_v41::make_engram_layout(c, identity);
+  }
+  const model::deepseek_v41::SizeSummary sz = model::deepseek_v41::size_summary(c);
+  const model::deepseek_v41::CacheLayout lay = model::deepseek_v41::make_cache_layout(c);
+  const double kv_per_token = lay.spec.bytes_per_token();
+  const int64_t state = lay.spec.state_bytes_per_seq;
+  std::optional<uint64_t> memory;
+  if (auto m = f.get("memory")) {
+    try {
+      memory = parse_memory_size(*m);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--memory: ") + e.what());
+    }
+  }
+  int64_t fit_tokens = -1, fit_seqs = -1;
+  if (memory) {
+    const double free = double(*memory) - double(sz.weight_bytes);
+    fit_tokens = free > 0 ? int64_t(free / kv_per_token) : 0;
+    const double per_seq = double(c.max_position_embeddings) * kv_per_token + double(state);
+    fit_seqs = free > 0 ? int64_t(free / per_seq) : 0;
+  }
+  if (f.has("json")) {
+    nlohmann::ordered_json j;
+    j["model"] = dir;
+    j["architecture"] = cfg.architecture;
+    j["weights_present"] = has_weights;
+    j["num_parameters"] = sz.params;
+    j["weight_bytes"] = sz.weight_bytes;
+    j["bytes_by_dtype"] = sz.bytes_by_dtype;
+    j["read_bytes_per_token"] = sz.read_bytes_per_token;
+    j["kv_bytes_per_token"] = kv_per_token;
+    j["state_bytes_per_seq"] = state;
+    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+    for (const auto& g : lay.spec.groups)
+      groups.push_back({{"name", g.name}, {"layers", g.layers}, {"bytes_per_entry", g.bytes_per_entry},
+                        {"tokens_per_entry", g.tokens_per_entry}});
+    j["kv_groups"] = groups;
+    j["max_position_embeddings"] = c.max_position_embeddings;
+    if (memory) {
+      j["memory"] = *memory;
+      j["fit_tokens"] = fit_tokens;
+      j["fit_full_context_sequences"] = fit_seqs;
+    }
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("model:              %s%s\n", dir.c_str(), has_weights ? "" : " (config.json only)");
+  std::printf("architecture:       %s\n", cfg.architecture.c_str());
+  std::printf("parameters:         %lld (%.1f B; DSpark layers not counted)\n", (long long)sz.params,
+              double(sz.params) / 1e9);
+  std::printf("layers:             %lld, hidden %lld, heads %lld (dim %lld), experts %lld (top %lld, inter %lld), "
+              "vocab %lld\n",
+              (long long)c.num_hidden_layers, (long long)c.hidden_size, (long long)c.num_attention_heads,
+              (long long)c.head_dim, (long long)c.n_routed_experts, (long long)c.num_experts_per_tok,
+              (long long)c.moe_intermediate_size, (long long)c.vocab_size);
+  std::printf("weights:            %s\n", format_bytes(sz.weight_bytes).c_str());
+  for (auto& [dt, b] : sz.bytes_by_dtype) std::printf("  %-8s          %s\n", dt.c_str(), format_bytes(b).c_str());
+  std::printf("read per token:     %s (active experts only)\n", format_bytes(sz.read_bytes_per_token).c_str());
+  std::printf("kv cache per token: %.1f bytes\n", kv_per_token);
+  for (const auto& g : lay.spec.groups)
+    std::printf("  %s: %lld layers x %lld bytes per %lld tokens\n", g.name.c_str(), (long long)g.layers,
+                (long long)g.bytes_per_entry, (long long)g.tokens_per_entry);
+  std::printf("state per sequence: %s (window rings, open groups, Engram history)\n",
+              format_bytes(uint64_t(state)).c_str());
+  std::printf("context length:     %lld\n", (long long)c.max_position_embeddings);
+  if (memory && *memory <= sz.weight_bytes)
+    std::printf("in %s:  nothing: the weights alone need %s\n", format_bytes(*memory).c_str(),
+                format_bytes(sz.weight_bytes).c_str());
+  else if (memory)
+    std::printf("in %s:  %lld tokens, or %lld sequences of the full context, beside the weights\n",
+                format_bytes(*memory).c_str(), (long long)fit_tokens, (long long)fit_seqs);
+  return 0;
+}
 }  // namespace
 
 int cmd_info(const Args& args) {
-  Flags f(args, {"model", "quantize"}, {"json", "help"});
+  Flags f(args, {"model", "quantize", "memory"}, {"json", "help"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -41,6 +138,8 @@ int cmd_info(const Args& args) {
       throw UsageError(e.what());
     }
   }
+  if (cfg.deepseek_v41) return info_deepseek_v41(dir, cfg, f);
+  if (f.has("memory")) throw UsageError("--memory is supported for DeepSeek-V4.1 configs");
   io::Checkpoint ckpt(dir);
   auto model = model::create_model(cfg, ckpt);  // validates names and shapes
   const int64_t kv_bytes = int64_t(std::llround(model->cache_spec().bytes_per_token()));

@@ -119,71 +119,71 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
   rope_main_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.rope_theta, c_.max_position_embeddings);
   rope_compress_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.compress_rope_theta, c_.max_position_embeddings,
                                       to_kernel(c_.compress_scaling));
+  lay_ = make_cache_layout(c_);
+}
+
+CacheLayout make_cache_layout(const io::DeepseekV41Config& c) {
+  CacheLayout lay;
   // Cached forms: packed where the model's fake quantization applies (the width is a
   // multiple of its block), else f32 as the reference then leaves the values.
-  const int64_t L = c_.num_hidden_layers, D = c_.head_dim, idh = c_.index_head_dim;
-  win_packed_ = D % 32 == 0;
-  kv_packed_ = D % 16 == 0;
-  key_packed_ = idh % 32 == 0;
-  win_bytes_ = win_packed_ ? D + D / 32 : D * 4;
-  kv_bytes_ = kv_packed_ ? D / 2 + D / 16 : D * 4;
-  key_bytes_ = key_packed_ ? idh / 2 + idh / 32 : idh * 4;
-  // State slot layout and the entry arenas.
+  const int64_t L = c.num_hidden_layers, D = c.head_dim, idh = c.index_head_dim;
+  lay.win_packed = D % 32 == 0;
+  lay.kv_packed = D % 16 == 0;
+  lay.key_packed = idh % 32 == 0;
+  lay.win_bytes = lay.win_packed ? D + D / 32 : D * 4;
+  lay.kv_bytes = lay.kv_packed ? D / 2 + D / 16 : D * 4;
+  lay.key_bytes = lay.key_packed ? idh / 2 + idh / 32 : idh * 4;
   int64_t off = 0;
-  window_off_.assign(size_t(L), 0);
-  open_off_.assign(size_t(L), -1);
-  source_index_.assign(size_t(L), -1);
+  lay.window_off.assign(size_t(L), 0);
+  lay.open_off.assign(size_t(L), -1);
+  lay.source_index.assign(size_t(L), -1);
   for (int64_t l = 0; l < L; ++l) {
-    window_off_[size_t(l)] = off;
-    off += (c_.sliding_window * win_bytes_ + 7) / 8 * 8;
+    lay.window_off[size_t(l)] = off;
+    off += (c.sliding_window * lay.win_bytes + 7) / 8 * 8;
   }
   for (int64_t l = 0; l < L; ++l) {
-    if (!c_.is_kv_source(l)) continue;
-    const int64_t m = c_.compress_ratios[size_t(l)];
+    if (!c.is_kv_source(l)) continue;
+    const int64_t m = c.compress_ratios[size_t(l)];
     if (m > 1) {
-      open_off_[size_t(l)] = off;
+      lay.open_off[size_t(l)] = off;
       off += 2 * m * D * 4;  // kv then gate, m slots each
     }
     int64_t g = -1;
-    for (size_t i = 0; i < group_ratio_.size(); ++i)
-      if (group_ratio_[i] == m) g = int64_t(i);
+    for (size_t i = 0; i < lay.group_ratio.size(); ++i)
+      if (lay.group_ratio[i] == m) g = int64_t(i);
     if (g < 0) {
-      g = int64_t(group_ratio_.size());
-      group_ratio_.push_back(m);
+      g = int64_t(lay.group_ratio.size());
+      lay.group_ratio.push_back(m);
     }
     int64_t layer_in_group = 0;
-    for (auto [gg, ll] : source_arena_) layer_in_group += gg == g;
-    source_index_[size_t(l)] = int64_t(source_arena_.size());
-    source_arena_.push_back({g, layer_in_group});
+    for (auto [gg, ll] : lay.source_arena) layer_in_group += gg == g;
+    lay.source_index[size_t(l)] = int64_t(lay.source_arena.size());
+    lay.source_arena.push_back({g, layer_in_group});
   }
-  history_off_ = off;
-  off += std::max<int64_t>(1, engram_.max_ngram) * 8;
-  state_bytes_ = (off + 63) / 64 * 64;
-}
-
-kernels::CacheSpec DeepseekV41::cache_spec() const {
-  kernels::CacheSpec s;
-  for (size_t g = 0; g < group_ratio_.size(); ++g) {
+  lay.history_off = off;
+  off += std::max<int64_t>(1, c.engram_layer_ids.empty() ? 1 : c.engram_max_ngram_size) * 8;
+  lay.state_bytes = (off + 63) / 64 * 64;
+  for (size_t g = 0; g < lay.group_ratio.size(); ++g) {
     int64_t layers = 0;
-    for (auto [gg, ll] : source_arena_) layers += gg == int64_t(g);
-    s.groups.push_back({"compressed kv + index keys (ratio " + std::to_string(group_ratio_[g]) + ")", layers,
-                        kv_bytes_ + key_bytes_, group_ratio_[g],
-                        kv_packed_ || key_packed_ ? kernels::CacheFormat::kMixed : kernels::CacheFormat::kF32});
+    for (auto [gg, ll] : lay.source_arena) layers += gg == int64_t(g);
+    lay.spec.groups.push_back({"compressed kv + index keys (ratio " + std::to_string(lay.group_ratio[g]) + ")", layers,
+                               lay.kv_bytes + lay.key_bytes, lay.group_ratio[g],
+                               lay.kv_packed || lay.key_packed ? kernels::CacheFormat::kMixed : kernels::CacheFormat::kF32});
   }
-  s.state_bytes_per_seq = state_bytes_;
-  return s;
+  lay.spec.state_bytes_per_seq = lay.state_bytes;
+  return lay;
 }
 
 SeqState DeepseekV41::new_state(int64_t capacity) const {
   SeqState st;
-  st.state.assign(size_t(state_bytes_), 0);
-  const int64_t n = int64_t(source_arena_.size());
+  st.state.assign(size_t(lay_.state_bytes), 0);
+  const int64_t n = int64_t(lay_.source_arena.size());
   st.arena_mem.resize(size_t(n));
   st.arenas.resize(size_t(n));
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t m = group_ratio_[size_t(source_arena_[size_t(i)].first)];
+    const int64_t m = lay_.group_ratio[size_t(lay_.source_arena[size_t(i)].first)];
     const int64_t block = (capacity + m - 1) / m * m;
-    const int64_t bytes = kv_bytes_ + key_bytes_;
+    const int64_t bytes = lay_.kv_bytes + lay_.key_bytes;
     st.arena_mem[size_t(i)].assign(size_t(block / m * bytes), 0);
     kernels::CacheArena& a = st.arenas[size_t(i)];
     a.base = st.arena_mem[size_t(i)].data();
@@ -196,45 +196,45 @@ SeqState DeepseekV41::new_state(int64_t capacity) const {
   return st;
 }
 
-uint8_t* DeepseekV41::window(const SeqMem& m, int64_t l) const { return m.state + window_off_[size_t(l)]; }
+uint8_t* DeepseekV41::window(const SeqMem& m, int64_t l) const { return m.state + lay_.window_off[size_t(l)]; }
 float* DeepseekV41::open_kv(const SeqMem& m, int64_t l) const {
-  return reinterpret_cast<float*>(m.state + open_off_[size_t(l)]);
+  return reinterpret_cast<float*>(m.state + lay_.open_off[size_t(l)]);
 }
 float* DeepseekV41::open_gate(const SeqMem& m, int64_t l) const {
   return open_kv(m, l) + c_.compress_ratios[size_t(l)] * c_.head_dim;
 }
-int64_t* DeepseekV41::history(const SeqMem& m) const { return reinterpret_cast<int64_t*>(m.state + history_off_); }
+int64_t* DeepseekV41::history(const SeqMem& m) const { return reinterpret_cast<int64_t*>(m.state + lay_.history_off); }
 uint8_t* DeepseekV41::entry(const SeqMem& m, int64_t l_src, int64_t e) const {
-  return m.entries[source_index_[size_t(l_src)]]->entry(m.block_table, e);
+  return m.entries[lay_.source_index[size_t(l_src)]]->entry(m.block_table, e);
 }
 
 void DeepseekV41::store_window(uint8_t* slot, const float* kv) const {
   const int64_t D = c_.head_dim;
-  if (win_packed_) kernels::pack_fp8_pow2(kv, D, 32, slot, slot + D);
+  if (lay_.win_packed) kernels::pack_fp8_pow2(kv, D, 32, slot, slot + D);
   else std::memcpy(slot, kv, size_t(D) * 4);
 }
 void DeepseekV41::load_window(const uint8_t* slot, float* kv) const {
   const int64_t D = c_.head_dim;
-  if (win_packed_) kernels::unpack_fp8_pow2(slot, slot + D, D, 32, kv);
+  if (lay_.win_packed) kernels::unpack_fp8_pow2(slot, slot + D, D, 32, kv);
   else std::memcpy(kv, slot, size_t(D) * 4);
 }
 void DeepseekV41::store_entry(uint8_t* e, const float* kv, const float* key) const {
   const int64_t D = c_.head_dim, idh = c_.index_head_dim;
-  if (kv_packed_) kernels::pack_fp4_e4m3_scale(kv, D, 16, e, e + D / 2);
+  if (lay_.kv_packed) kernels::pack_fp4_e4m3_scale(kv, D, 16, e, e + D / 2);
   else std::memcpy(e, kv, size_t(D) * 4);
-  uint8_t* k = e + kv_bytes_;
-  if (key_packed_) kernels::pack_fp4(key, idh, 32, k, k + idh / 2);
+  uint8_t* k = e + lay_.kv_bytes;
+  if (lay_.key_packed) kernels::pack_fp4(key, idh, 32, k, k + idh / 2);
   else std::memcpy(k, key, size_t(idh) * 4);
 }
 void DeepseekV41::load_entry_kv(const uint8_t* e, float* kv) const {
   const int64_t D = c_.head_dim;
-  if (kv_packed_) kernels::unpack_fp4_e4m3_scale(e, e + D / 2, D, 16, kv);
+  if (lay_.kv_packed) kernels::unpack_fp4_e4m3_scale(e, e + D / 2, D, 16, kv);
   else std::memcpy(kv, e, size_t(D) * 4);
 }
 void DeepseekV41::load_entry_key(const uint8_t* e, float* key) const {
   const int64_t idh = c_.index_head_dim;
-  const uint8_t* k = e + kv_bytes_;
-  if (key_packed_) kernels::unpack_fp4(k, k + idh / 2, idh, 32, key);
+  const uint8_t* k = e + lay_.kv_bytes;
+  if (lay_.key_packed) kernels::unpack_fp4(k, k + idh / 2, idh, 32, key);
   else std::memcpy(key, k, size_t(idh) * 4);
 }
 
@@ -402,7 +402,7 @@ void DeepseekV41::attention(int64_t l, const Chunk& ch, const float* a, Shared& 
   uint8_t* ring = window(mem, l);
   std::vector<float> past(size_t(W * D));
   for (int64_t kp = std::max<int64_t>(0, pos0 - W + 1); kp < pos0; ++kp)
-    load_window(ring + (kp % W) * win_bytes_, past.data() + (kp % W) * D);
+    load_window(ring + (kp % W) * lay_.win_bytes, past.data() + (kp % W) * D);
   std::vector<int32_t> slot_of;  // entry -> row of `ents`, -1 until loaded
   std::vector<float> ents;
   if (src >= 0 && sh.has_topk && entries > 0) slot_of.assign(size_t(entries), -1);
@@ -449,7 +449,7 @@ void DeepseekV41::attention(int64_t l, const Chunk& ch, const float* a, Shared& 
     }
   }
   // The window ring keeps the last W positions.
-  for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i) store_window(ring + ((pos0 + i) % W) * win_bytes_, kv.data() + i * D);
+  for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i) store_window(ring + ((pos0 + i) % W) * lay_.win_bytes, kv.data() + i * D);
 
   kernels::apply_rope(o.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R), /*inverse=*/true);
   // Grouped output projection: group g's heads through rows [g * o_lora, (g + 1) * o_lora)
@@ -479,7 +479,7 @@ void DeepseekV41::forward_seq(const SeqMem& m, const int32_t* tokens, int64_t n,
       fail("token id ", tokens[i], " is outside the vocabulary (", c_.vocab_size, ")");
   if (pos0 < 0 || pos0 + n > c_.max_position_embeddings)
     fail("positions up to ", pos0 + n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
-  if (pos0 == 0) std::memset(m.state, 0, size_t(state_bytes_));  // a sequence (re)starts
+  if (pos0 == 0) std::memset(m.state, 0, size_t(lay_.state_bytes));  // a sequence (re)starts
   const Chunk ch{&m, pos0, n};
   std::vector<float> X(size_t(n * hc * d));
   {

@@ -59,6 +59,20 @@ struct SeqState {
   SeqMem mem() { return {state.data(), table.data(), arena_ptrs.data()}; }
 };
 
+// Where everything of one sequence lives, from the config alone: the paged groups (one
+// per KV-source ratio, one arena per source) and the state slot's layout.
+struct CacheLayout {
+  kernels::CacheSpec spec;
+  std::vector<int64_t> window_off, open_off;  // [layers] bytes into the slot; open_off -1: none
+  int64_t history_off = 0, state_bytes = 0;
+  int64_t win_bytes = 0, kv_bytes = 0, key_bytes = 0;  // cached bytes per vector
+  bool win_packed = false, kv_packed = false, key_packed = false;
+  std::vector<int64_t> source_index;                      // [layers]: KV source number, or -1
+  std::vector<std::pair<int64_t, int64_t>> source_arena;  // [sources]: (group, layer in group)
+  std::vector<int64_t> group_ratio;                       // [groups]
+};
+CacheLayout make_cache_layout(const io::DeepseekV41Config& c);
+
 class DeepseekV41 {
  public:
   DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt);
@@ -69,9 +83,9 @@ class DeepseekV41 {
 
   // The cache this model needs: per KV-source ratio a paged group of entries, and the
   // state bytes per sequence.
-  kernels::CacheSpec cache_spec() const;
+  kernels::CacheSpec cache_spec() const { return lay_.spec; }
   // Which group and layer of cache_spec() holds KV source number i's entries.
-  std::pair<int64_t, int64_t> source_arena(int64_t i) const { return source_arena_[size_t(i)]; }
+  std::pair<int64_t, int64_t> source_arena(int64_t i) const { return lay_.source_arena[size_t(i)]; }
 
   SeqState new_state(int64_t capacity) const;
   // Runs tokens [n] at positions st.pos .. st.pos + n - 1 and advances st. logits, if not
@@ -113,15 +127,7 @@ class DeepseekV41 {
   EngramLayout engram_;
   std::vector<int64_t> token_map_;  // token id -> compressed id (Engram)
   kernels::RopeTable rope_main_, rope_compress_;
-  // State slot layout (bytes): per layer its window ring, per ratio-2 source its open
-  // group (kv, gate), then the Engram history.
-  std::vector<int64_t> window_off_, open_off_;  // [layers]; open_off_ -1 when none
-  int64_t history_off_ = 0, state_bytes_ = 0;
-  int64_t win_bytes_ = 0, kv_bytes_ = 0, key_bytes_ = 0;  // cached bytes per vector
-  bool win_packed_ = false, kv_packed_ = false, key_packed_ = false;
-  std::vector<int64_t> source_index_;           // [layers]: KV source number, or -1
-  std::vector<std::pair<int64_t, int64_t>> source_arena_;  // [sources]: (group, layer)
-  std::vector<int64_t> group_ratio_;            // [groups]
+  CacheLayout lay_;
 };
 
 }  // namespace gannet::model::deepseek_v41

@@ -16,45 +16,101 @@ using kernels::PackedWeight;
 
 std::string L(int64_t i) { return "layers." + std::to_string(i) + "."; }
 
-// Every backbone tensor name the config implies (scales included).
 std::vector<std::string> expected_names(const io::DeepseekV41Config& c) {
-  std::vector<std::string> out = {"embed.weight", "head.weight", "norm.weight"};
-  auto linear = [&](const std::string& stem) {
-    out.push_back(stem + ".weight");
-    out.push_back(stem + ".scale");
+  std::vector<std::string> out;
+  for (const TensorPlan& t : tensor_plan(c)) out.push_back(t.name);
+  return out;
+}
+
+}  // namespace
+
+std::vector<TensorPlan> tensor_plan(const io::DeepseekV41Config& c) {
+  std::vector<TensorPlan> out;
+  const int64_t B = c.weight_block;
+  auto add = [&](const std::string& name, DType dt, std::vector<int64_t> shape, bool is_scale = false) {
+    TensorPlan t;
+    t.name = name;
+    t.dtype = dt;
+    t.shape = shape;
+    int64_t n = 1;
+    for (int64_t v : shape) n *= v;
+    t.bytes = uint64_t(n) * dtype_size(dt);
+    t.params = is_scale ? 0 : n;
+    out.push_back(t);
+    return &out.back();
   };
+  auto fp8 = [&](const std::string& stem, int64_t n, int64_t k) {
+    add(stem + ".weight", DType::F8_E4M3, {n, k});
+    add(stem + ".scale", DType::F8_E8M0, {(n + B - 1) / B, (k + B - 1) / B}, true);
+  };
+  auto fp4 = [&](const std::string& stem, int64_t n, int64_t k) {
+    TensorPlan* w = add(stem + ".weight", DType::I8, {n, k / 2});
+    w->params = n * k;
+    w->routed_expert = true;
+    add(stem + ".scale", DType::F8_E8M0, {n, (k + 31) / 32}, true)->routed_expert = true;
+  };
+  const int64_t d = c.hidden_size, hc = c.hc_mult, D = c.head_dim, H = c.num_attention_heads, E = c.n_routed_experts;
+  const int64_t mix = (2 + hc) * hc, inter = c.moe_intermediate_size;
+  add("embed.weight", DType::BF16, {c.vocab_size, d});
+  add("head.weight", DType::BF16, {c.vocab_size, d});
+  add("norm.weight", DType::BF16, {d});
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string p = L(i);
-    for (const char* s : {"attn_norm.weight", "ffn_norm.weight", "hc_attn_fn", "hc_attn_base", "hc_attn_scale",
-                          "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", "attn.q_norm.weight", "attn.kv_norm.weight",
-                          "attn.attn_sink", "ffn.gate.weight", "ffn.gate.bias", "ffn.gate.bias_vl"})
-      out.push_back(p + s);
-    for (const char* s : {"attn.wq_a", "attn.wq_b", "attn.wkv", "attn.wo_a", "attn.wo_b"}) linear(p + s);
+    add(p + "attn_norm.weight", DType::BF16, {d});
+    add(p + "ffn_norm.weight", DType::BF16, {d});
+    for (const char* site : {"attn", "ffn"}) {
+      add(p + "hc_" + site + "_fn", DType::F32, {mix, hc * d});
+      add(p + "hc_" + site + "_base", DType::F32, {mix});
+      add(p + "hc_" + site + "_scale", DType::F32, {3});
+    }
+    fp8(p + "attn.wq_a", c.q_lora_rank, d);
+    add(p + "attn.q_norm.weight", DType::BF16, {c.q_lora_rank});
+    fp8(p + "attn.wq_b", H * D, c.q_lora_rank);
+    fp8(p + "attn.wkv", D, d);
+    add(p + "attn.kv_norm.weight", DType::BF16, {D});
+    fp8(p + "attn.wo_a", c.o_groups * c.o_lora_rank, H * D / c.o_groups);
+    fp8(p + "attn.wo_b", d, c.o_groups * c.o_lora_rank);
+    add(p + "attn.attn_sink", DType::F32, {H});
     if (c.is_kv_source(i)) {
-      out.push_back(p + "attn.compressor.wkv.weight");
-      if (c.compress_ratios[size_t(i)] > 1) out.push_back(p + "attn.compressor.wgate.weight");
-      out.push_back(p + "attn.compressor.norm.weight");
-      out.push_back(p + "attn.indexer.wk.weight");
-      out.push_back(p + "attn.indexer.k_norm.weight");
+      add(p + "attn.compressor.wkv.weight", DType::BF16, {D, d});
+      if (c.compress_ratios[size_t(i)] > 1) add(p + "attn.compressor.wgate.weight", DType::BF16, {D, d});
+      add(p + "attn.compressor.norm.weight", DType::BF16, {D});
+      add(p + "attn.indexer.wk.weight", DType::BF16, {c.index_head_dim, D});
+      add(p + "attn.indexer.k_norm.weight", DType::BF16, {c.index_head_dim});
     }
     if (c.is_index_source(i)) {
-      linear(p + "attn.indexer.wq_b");
-      out.push_back(p + "attn.indexer.weights_proj.weight");
+      fp8(p + "attn.indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank);
+      add(p + "attn.indexer.weights_proj.weight", DType::BF16, {c.index_n_heads, d});
     }
-    for (int64_t s = 0; s < c.n_shared_experts; ++s)
-      for (const char* w : {"w1", "w2", "w3"})
-        linear(p + "ffn.shared_experts" + (c.n_shared_experts > 1 ? "." + std::to_string(s) : "") + "." + w);
-    for (int64_t e = 0; e < c.n_routed_experts; ++e)
-      for (const char* w : {"w1", "w2", "w3"}) linear(p + "ffn.experts." + std::to_string(e) + "." + w);
-    if (c.engram_index(i) >= 0) {
-      linear(p + "engram.embed");
-      linear(p + "engram.wkv");
-      out.push_back(p + "engram.q_weight");
-      out.push_back(p + "engram.k_weight");
+    add(p + "ffn.gate.weight", DType::BF16, {E, d});
+    add(p + "ffn.gate.bias", DType::F32, {E});
+    add(p + "ffn.gate.bias_vl", DType::F32, {E});
+    for (int64_t s = 0; s < c.n_shared_experts; ++s) {
+      const std::string st = p + "ffn.shared_experts" + (c.n_shared_experts > 1 ? "." + std::to_string(s) : "");
+      fp8(st + ".w1", inter, d);
+      fp8(st + ".w2", d, inter);
+      fp8(st + ".w3", inter, d);
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string st = p + "ffn.experts." + std::to_string(e);
+      fp4(st + ".w1", inter, d);
+      fp4(st + ".w2", d, inter);
+      fp4(st + ".w3", inter, d);
+    }
+    const int64_t ei = c.engram_index(i);
+    if (ei >= 0) {
+      const int64_t rows = c.engram_num_embeddings[size_t(ei)], edim = c.engram_head_dim;
+      add(p + "engram.embed.weight", DType::F8_E4M3, {rows, edim})->engram_table = true;
+      add(p + "engram.embed.scale", DType::F8_E8M0, {rows, (edim + 31) / 32}, true)->engram_table = true;
+      fp8(p + "engram.wkv", (hc + 1) * d, (c.engram_max_ngram_size - 1) * c.engram_n_heads * edim);
+      add(p + "engram.q_weight", DType::BF16, {hc, d});
+      add(p + "engram.k_weight", DType::BF16, {hc, d});
     }
   }
   return out;
 }
+
+namespace {
 
 // Tensors that are not part of the text backbone: DSpark (kept for speculative decoding),
 // the vision tower and its aligner (text-only serving).
@@ -226,6 +282,27 @@ Weights load_weights(const io::DeepseekV41Config& c, const io::Checkpoint& ck) {
     }
   }
   return W;
+}
+
+}  // namespace gannet::model::deepseek_v41
+
+namespace gannet::model::deepseek_v41 {
+
+SizeSummary size_summary(const io::DeepseekV41Config& c) {
+  SizeSummary s;
+  const double expert_share = double(c.num_experts_per_tok) / double(c.n_routed_experts);
+  const double engram_rows = double((c.engram_max_ngram_size - 1) * c.engram_n_heads);
+  for (const TensorPlan& t : tensor_plan(c)) {
+    s.params += t.params;
+    s.weight_bytes += t.bytes;
+    s.bytes_by_dtype[std::string(dtype_name(t.dtype))] += t.bytes;
+    double read = double(t.bytes);
+    if (t.routed_expert) read *= expert_share;
+    else if (t.engram_table) read *= engram_rows / double(t.shape[0]);
+    else if (t.name == "embed.weight") read /= double(c.vocab_size);
+    s.read_bytes_per_token += uint64_t(read);
+  }
+  return s;
 }
 
 }  // namespace gannet::model::deepseek_v41

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "io/checkpoint.h"
 #include "io/deepseek_v41_config.h"
 #include "kernels/cpu/packed_weight.h"
@@ -53,8 +55,35 @@ struct Weights {
   int64_t mtp_tensors = 0;      // DSpark tensors present (kept for speculative decoding)
 };
 
+// Every backbone tensor the config implies, with its dtype and shape as the released
+// checkpoint stores it (DSpark `mtp.*` tensors are not included).
+struct TensorPlan {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  int64_t params = 0;  // weights' elements (two per byte of packed FP4); 0 for scales
+  uint64_t bytes = 0;
+  bool routed_expert = false, engram_table = false;
+};
+std::vector<TensorPlan> tensor_plan(const io::DeepseekV41Config& cfg);
+
 // Loads and checks every tensor: names (every missing or unexpected tensor is reported
 // in one error), dtypes, shapes and scale shapes.
 Weights load_weights(const io::DeepseekV41Config& cfg, const io::Checkpoint& ckpt);
+
+}  // namespace gannet::model::deepseek_v41
+
+namespace gannet::model::deepseek_v41 {
+
+// What the config alone says about the model's size (gannet info, capacity planning).
+struct SizeSummary {
+  int64_t params = 0;                          // backbone (DSpark tensors not included)
+  uint64_t weight_bytes = 0;                   // scales included
+  std::map<std::string, uint64_t> bytes_by_dtype;
+  // One decode token: everything but the routed experts and Engram tables, plus
+  // num_experts_per_tok experts per layer, one embedding row and the looked-up Engram rows.
+  uint64_t read_bytes_per_token = 0;
+};
+SizeSummary size_summary(const io::DeepseekV41Config& cfg);
 
 }  // namespace gannet::model::deepseek_v41

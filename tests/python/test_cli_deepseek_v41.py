@@ -1,0 +1,44 @@
+"""DeepSeek-V4.1 through the binary: info from config.json alone, and generation on the
+tiny reference checkpoint, which has no tokenizer (prompts as token ids)."""
+import json
+
+from conftest import ROOT
+
+TINY = ROOT / "tests" / "golden" / "deepseek-v41-tiny"
+FLASH = ROOT / "tests" / "fixtures" / "deepseek-v41-flash"
+
+
+def test_info_from_config_alone(gannet):
+    j = json.loads(gannet(["info", "--model", str(FLASH), "--json", "--memory", "1TiB"]).stdout)
+    assert j["weights_present"] is False
+    assert j["kv_bytes_per_token"] == 890
+    assert j["state_bytes_per_seq"] >= 40 * 128 * 528
+    free = 2**40 - j["weight_bytes"]
+    assert j["fit_tokens"] == int(free / 890)
+    assert j["fit_full_context_sequences"] == int(free / (1048576 * 890 + j["state_bytes_per_seq"]))
+    # Routed experts dominate the weights; a decode token reads a fraction of them.
+    assert j["bytes_by_dtype"]["I8"] > j["bytes_by_dtype"]["BF16"]
+    assert j["read_bytes_per_token"] < j["weight_bytes"] / 20
+    text = gannet(["info", "--model", str(FLASH), "--memory", "256GiB"]).stdout
+    assert "890.0 bytes" in text and "the weights alone need" in text
+    p = gannet(["info", "--model", str(FLASH), "--memory", "lots"], check=False)
+    assert p.returncode == 2 and "--memory" in p.stderr
+
+
+def test_info_checks_weights_when_present(gannet):
+    j = json.loads(gannet(["info", "--model", str(TINY), "--json"]).stdout)
+    assert j["weights_present"] is True and j["architecture"] == "DeepseekV41ForCausalLM"
+    assert j["kv_bytes_per_token"] == 159  # (64 + 8 + 32 + 2) bytes per entry: 106 / 2 + 106
+
+
+def test_generate_token_ids_greedy_matches_reference(gannet, tmp_path):
+    golden = json.loads((TINY / "golden.json").read_text())
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt_token_ids": golden["prompt_ids"], "max_tokens": 16, "temperature": 0})
+                       + "\n" + json.dumps({"prompt": "text needs a tokenizer"}) + "\n"
+                       + json.dumps({"prompt_token_ids": [1, 600]}) + "\n")
+    out = gannet(["generate", "--model", str(TINY), "--prompts", str(prompts), "--json"], check=False)
+    lines = [json.loads(x) for x in out.stdout.splitlines()]
+    assert lines[0]["token_ids"] == golden["greedy"]["float32_ids"]
+    assert "no tokenizer.json" in lines[1]["error"]
+    assert "outside the vocabulary" in lines[2]["error"]
