@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/progress_bar.h"
+#include "model/deepseek_v41/random_checkpoint.h"
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
 
@@ -10,7 +11,7 @@ namespace gannet::cli {
 
 namespace {
 const char* kUsage =
-    "usage: gannet make-model --arch llama|qwen2|qwen3 --preset tiny|small|1b --out DIR\n"
+    "usage: gannet make-model --arch llama|qwen2|qwen3|deepseek_v41 --preset tiny|small|1b --out DIR\n"
     "                         [--seed N] [--dtype f32|bf16|f16|fp8|int8] [--shard-size BYTES]\n"
     "                         [--config-overrides JSON]\n"
     "\n"
@@ -21,7 +22,12 @@ const char* kUsage =
     "(compressed-tensors); embeddings and norms keep the preset's float type.\n"
     "--config-overrides takes a JSON object merged into the preset's config.json (null\n"
     "removes a key); the tensors follow the merged config, e.g.\n"
-    "  --config-overrides '{\"head_dim\": 48, \"hidden_act\": \"gelu\", \"mlp_bias\": true}'\n";
+    "  --config-overrides '{\"head_dim\": 48, \"hidden_act\": \"gelu\", \"mlp_bias\": true}'\n"
+    "\n"
+    "--arch deepseek_v41 --preset tiny|small writes DeepSeek-V4.1 in its released formats (FP8\n"
+    "linears with E8M0 32x32 scales, MXFP4 experts, FP8 Engram table; tiny = the spec's test\n"
+    "config, small = ~1.3 B parameters for benchmarks), without a tokenizer: prompts are token\n"
+    "ids. --config-overrides then applies to text_config; --dtype and --shard-size do not apply.\n";
 }  // namespace
 
 int cmd_make_model(const Args& args) {
@@ -32,6 +38,23 @@ int cmd_make_model(const Args& args) {
   }
   model::RandomCheckpointOptions opt;
   opt.arch = f.require("arch");
+  if (opt.arch == "deepseek_v41") {
+    if (f.has("dtype")) throw UsageError("--dtype does not apply to deepseek_v41 (its formats are the released ones)");
+    if (f.has("shard-size")) throw UsageError("--shard-size does not apply to deepseek_v41");
+    const std::string preset = f.get_or("preset", "tiny");
+    if (preset != "tiny" && preset != "small")
+      throw UsageError("--preset must be tiny or small for deepseek_v41, got '" + preset + "'");
+    const int64_t seed = f.get_int("seed", 0);
+    if (seed < 0) throw UsageError("--seed must be >= 0");
+    const std::string out = f.require("out");
+    ProgressBar bar("writing " + out, /*unit_bytes=*/true);
+    model::deepseek_v41::write_random_deepseek_v41(preset, uint64_t(seed), f.get_or("config-overrides", ""), out,
+                                                   [&](uint64_t done, uint64_t total) { bar.update(done, total); });
+    bar.finish();
+    std::fprintf(stderr, "wrote %s (DeepseekV41ForCausalLM, preset %s, seed %lld)\n", out.c_str(), preset.c_str(),
+                 (long long)seed);
+    return 0;
+  }
   opt.preset = f.get_or("preset", "tiny");
   int64_t seed = f.get_int("seed", 0);
   if (seed < 0) throw UsageError("--seed must be >= 0");

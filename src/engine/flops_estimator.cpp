@@ -1,5 +1,12 @@
 #include "engine/flops_estimator.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "io/deepseek_v41_config.h"
+#include "model/deepseek_v41/model.h"
+#include "model/deepseek_v41/weights.h"
+
 #include "core/error.h"
 
 namespace gannet::engine {
@@ -50,6 +57,34 @@ double StepCost::total_bytes() const {
 
 FlopsEstimator::FlopsEstimator(const io::ModelConfig& cfg, double weight_elem_bytes, double kv_elem_bytes)
     : cfg_(cfg), weight_elem_bytes_(weight_elem_bytes), kv_elem_bytes_(kv_elem_bytes) {
+  if (cfg.deepseek_v41) {
+    const io::DeepseekV41Config& c = *cfg.deepseek_v41;
+    for (const model::deepseek_v41::TensorPlan& t : model::deepseek_v41::tensor_plan(c)) {
+      if (t.engram_table) {
+        if (t.params) v41_engram_bytes_ += double((c.engram_max_ngram_size - 1) * c.engram_n_heads * t.shape[1]);
+        continue;
+      }
+      if (t.routed_expert) {
+        v41_expert_params_ += double(t.params);
+        v41_expert_bytes_ += double(t.bytes);
+        continue;
+      }
+      if (t.name == "embed.weight") {
+        v41_embed_row_bytes_ = double(t.bytes) / double(c.vocab_size);
+        continue;
+      }
+      if (t.name == "head.weight") {
+        v41_head_bytes_ = double(t.bytes);
+        continue;
+      }
+      v41_dense_bytes_ += double(t.bytes);
+      if (t.shape.size() == 2 && t.params) v41_dense_params_ += double(t.params);
+    }
+    v41_expert_params_ /= double(c.num_hidden_layers * c.n_routed_experts);
+    v41_expert_bytes_ /= double(c.num_hidden_layers * c.n_routed_experts);
+    v41_kv_token_bytes_ = model::deepseek_v41::make_cache_layout(c).spec.bytes_per_token();
+    return;
+  }
   if (!is_dense_decoder(cfg.architecture))
     fail("flops estimator: architecture '", cfg.architecture,
          "' is not a dense decoder (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
@@ -65,7 +100,52 @@ FlopsEstimator::FlopsEstimator(const io::ModelConfig& cfg, double weight_elem_by
          kv_elem_bytes, ")");
 }
 
+StepCost FlopsEstimator::step_v41(const StepShape& shape) const {
+  const io::DeepseekV41Config& m = *cfg_.deepseek_v41;
+  StepCost c;
+  double T = 0, R = 0, attn = 0, kv_read = 0;
+  const double H = double(m.num_attention_heads), D = double(m.head_dim);
+  const auto lay = model::deepseek_v41::make_cache_layout(m);
+  for (const StepShape::Seq& s : shape.seqs) {
+    T += double(s.num_tokens);
+    R += s.wants_logits ? 1 : 0;
+    for (int64_t l = 0; l < m.num_hidden_layers; ++l) {
+      const int64_t ratio = m.compress_ratios[size_t(l)];
+      double selected_max = 0;
+      for (int64_t i = 0; i < s.num_tokens; ++i) {
+        const int64_t p = s.context_before + i;
+        double keys = double(std::min<int64_t>(m.sliding_window, p + 1));
+        if (ratio) {
+          const int64_t visible = (p + 1) / ratio;
+          keys += double(std::min<int64_t>(m.index_topk, visible));
+          selected_max = double(visible);
+          if (m.is_index_source(l)) attn += double(visible) * double(m.index_n_heads) * 2.0 * double(m.index_head_dim);
+        }
+        attn += H * 4.0 * D * keys;
+      }
+      kv_read += double(std::min<int64_t>(m.sliding_window, s.context_before)) * double(lay.win_bytes);
+      if (ratio) {
+        kv_read += std::min(selected_max, double(m.index_topk) * double(s.num_tokens)) * double(lay.kv_bytes);
+        if (m.is_index_source(l)) kv_read += selected_max * double(lay.key_bytes);
+      }
+    }
+  }
+  if (T == 0) return c;
+  const double L = double(m.num_hidden_layers), E = double(m.n_routed_experts), k = double(m.num_experts_per_tok);
+  c.matmul_flops = 2.0 * T * (v41_dense_params_ + L * k * v41_expert_params_) +
+                   2.0 * R * double(m.vocab_size) * double(m.hidden_size);
+  c.attention_flops = attn;
+  c.flops = c.matmul_flops + c.attention_flops;
+  c.weight_bytes = v41_dense_bytes_ + T * v41_embed_row_bytes_ + (R > 0 ? v41_head_bytes_ : 0.0);
+  const double touched = E * (1.0 - std::pow(1.0 - k / E, T));
+  c.moe_expert_bytes = L * touched * v41_expert_bytes_ + T * v41_engram_bytes_;
+  c.kv_read_bytes = kv_read;
+  c.kv_write_bytes = T * v41_kv_token_bytes_;
+  return c;
+}
+
 StepCost FlopsEstimator::step(const StepShape& shape) const {
+  if (cfg_.deepseek_v41) return step_v41(shape);
   StepCost c;
   if (shape.seqs.empty()) return c;
   // Integer sums stay exact in double up to 2^53, far beyond any real step.
@@ -120,6 +200,10 @@ StepCost FlopsEstimator::prefill(int64_t prompt_len) const {
 }
 
 double FlopsEstimator::flops_per_token_dense() const {
+  if (cfg_.deepseek_v41)
+    return 2.0 * (v41_dense_params_ + double(cfg_.num_hidden_layers) * double(cfg_.deepseek_v41->num_experts_per_tok) *
+                                          v41_expert_params_ +
+                  double(cfg_.vocab_size) * double(cfg_.hidden_size));
   return 2.0 * (double(cfg_.num_hidden_layers) * double(layer_shape(cfg_).linear_params) +
                 double(cfg_.vocab_size) * double(cfg_.hidden_size));
 }

@@ -40,6 +40,27 @@
 //   moe_expert_bytes 0 for dense models. The hook for MoE models: there only the experts the
 //                    step's tokens actually route to are read, which depends on routing;
 //                    that estimate lands here, leaving weight_bytes for the dense part.
+//
+// DeepSeek-V4.1 (DeepseekV41ForCausalLM) has its own model, from the tensor plan of its
+// config (model/deepseek_v41/weights.h):
+//   matmul_flops     2 * params of every linear a token multiplies (attention, compressor
+//                    and indexer projections of the layers that have them, router, shared
+//                    experts, mHC projections, Engram wkv) per token, plus num_experts_per_tok
+//                    routed experts per token, plus the head for R rows.
+//   attention_flops  per query and head 4 * head_dim per key: its window (min(window, p+1))
+//                    plus min(index_topk, visible entries) compressed entries in layers with
+//                    a compressed branch; the indexer's 2 * index_head_dim per (query, index
+//                    head, visible entry) at index-source layers.
+//   softmax/elementwise: not separated (0).
+//   weight_bytes     everything but the routed experts and Engram tables once, the head if
+//                    R > 0, T embedding rows; moe_expert_bytes: per layer, the expected
+//                    number of distinct experts T tokens route to (uniform routing:
+//                    E * (1 - (1 - k/E)^T)) times one expert's bytes, plus the Engram rows
+//                    looked up.
+//   kv_read_bytes    per sequence and layer its window ring, per index source the index
+//                    keys of every visible entry, per compressed layer the entries its
+//                    queries select (at most all visible ones); kv_write_bytes: T positions
+//                    of the compact cache (CacheSpec::bytes_per_token).
 #pragma once
 
 #include <cstdint>
@@ -94,8 +115,14 @@ class FlopsEstimator {
   void set_streamed_weight_bytes(double layer_linears, double lm_head);
 
  private:
+  StepCost step_v41(const StepShape& shape) const;
+
   io::ModelConfig cfg_;
   double weight_elem_bytes_, kv_elem_bytes_;
+  // DeepSeek-V4.1 (cfg_.deepseek_v41 set): per-token dense params and bytes, one routed
+  // expert's params and bytes, Engram row bytes per token, cache bytes.
+  double v41_dense_params_ = 0, v41_dense_bytes_ = 0, v41_expert_params_ = 0, v41_expert_bytes_ = 0;
+  double v41_engram_bytes_ = 0, v41_head_bytes_ = 0, v41_embed_row_bytes_ = 0, v41_kv_token_bytes_ = 0;
   double layer_linear_bytes_ = -1, lm_head_bytes_ = -1;  // < 0: from the element size
 };
 

@@ -153,6 +153,9 @@ std::string shard_name(int i, int n) {
 
 }  // namespace
 
+uint64_t random_tensor_key(uint64_t seed, const std::string& name) { return splitmix64(seed ^ fnv1a(name)); }
+float random_tensor_value(uint64_t key, int64_t i, float mean, float std) { return sample(key, i, Init{mean, std}); }
+
 void write_random_checkpoint(const RandomCheckpointOptions& opt, const std::string& out_dir,
                              const std::function<void(uint64_t, uint64_t)>& progress) {
   Preset p = find_preset(opt.preset);

@@ -30,6 +30,11 @@ struct RandomCheckpointOptions {
   std::string config_overrides;
 };
 
+// Element i of a random tensor: mean + std * (approximately standard normal), a pure
+// function of (key, i); key = random_tensor_key(seed, tensor name). Same bits everywhere.
+uint64_t random_tensor_key(uint64_t seed, const std::string& name);
+float random_tensor_value(uint64_t key, int64_t i, float mean, float std);
+
 // Creates `out_dir` (which must not exist or be empty). progress(bytes_done, total).
 void write_random_checkpoint(const RandomCheckpointOptions& opt, const std::string& out_dir,
                              const std::function<void(uint64_t, uint64_t)>& progress = nullptr);

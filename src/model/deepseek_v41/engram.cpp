@@ -22,6 +22,25 @@ bool is_prime(int64_t v) {
 
 }  // namespace
 
+std::vector<std::vector<int64_t>> engram_primes(const io::DeepseekV41Config& c) {
+  std::vector<std::vector<int64_t>> out;
+  std::set<int64_t> seen;
+  for (size_t li = 0; li < c.engram_layer_ids.size(); ++li) {
+    std::vector<int64_t> primes;
+    for (int64_t order = 0; order + 1 < c.engram_max_ngram_size; ++order) {
+      int64_t cur = c.engram_vocab_size - 1;
+      for (int64_t h = 0; h < c.engram_n_heads; ++h) {
+        do ++cur;
+        while (!is_prime(cur) || seen.count(cur));
+        seen.insert(cur);
+        primes.push_back(cur);
+      }
+    }
+    out.push_back(std::move(primes));
+  }
+  return out;
+}
+
 EngramLayout make_engram_layout(const io::DeepseekV41Config& c, const std::vector<int64_t>& token_map) {
   EngramLayout lay;
   if (c.engram_layer_ids.empty()) return lay;
@@ -32,18 +51,9 @@ EngramLayout make_engram_layout(const io::DeepseekV41Config& c, const std::vecto
   lay.pad_id = token_map[size_t(c.engram_pad_id)];
   const int64_t vocab = c.engram_compressed_vocab_size;
   const int64_t bound = std::max<int64_t>(1, (INT64_MAX / vocab) / 2);
-  std::set<int64_t> seen;
+  std::vector<std::vector<int64_t>> all_primes = engram_primes(c);
   for (size_t li = 0; li < c.engram_layer_ids.size(); ++li) {
-    std::vector<int64_t> primes, offsets;
-    for (int64_t order = 0; order + 1 < lay.max_ngram; ++order) {
-      int64_t cur = c.engram_vocab_size - 1;
-      for (int64_t h = 0; h < lay.n_heads; ++h) {
-        do ++cur;
-        while (!is_prime(cur) || seen.count(cur));
-        seen.insert(cur);
-        primes.push_back(cur);
-      }
-    }
+    std::vector<int64_t> primes = std::move(all_primes[li]), offsets;
     int64_t total = 0;
     for (int64_t p : primes) {
       offsets.push_back(total);

@@ -26,6 +26,10 @@ struct EngramLayout {
   int64_t pad_id = 0;         // compressed id filling slots with no history
 };
 
+// Per Engram layer, the hash primes [max_ngram - 1][n_heads] (flat): for each layer, order
+// and head the next prime above engram_vocab_size - 1 not used before (in any layer).
+std::vector<std::vector<int64_t>> engram_primes(const io::DeepseekV41Config& cfg);
+
 // Checks the config's engram_num_embeddings against the primes. token_map maps token ids
 // to compressed ids ([vocab_size]); `pad_id` is the raw pad token.
 EngramLayout make_engram_layout(const io::DeepseekV41Config& cfg, const std::vector<int64_t>& token_map);
