@@ -39,6 +39,8 @@ class DeepseekV41Model final : public Model {
       arenas_[size_t(i)] = &cache.groups[size_t(g)][size_t(l)];
     }
     // Each sequence's tokens are consecutive in the batch, at consecutive positions.
+    mems_.clear();
+    chunks_.clear();
     for (int64_t at = 0; at < n;) {
       const int32_t s = b.token_seq[at];
       int64_t end = at + 1;
@@ -47,10 +49,16 @@ class DeepseekV41Model final : public Model {
         GANNET_CHECK(b.positions[i] == b.positions[i - 1] + 1, "positions of a sequence must be consecutive");
       const kernels::AttentionSeq& seq = b.seqs[s];
       GANNET_CHECK(seq.state_slot >= 0 && seq.state_slot < cache.num_state_slots, "sequence without a state slot");
-      deepseek_v41::SeqMem mem{cache.state_slot(seq.state_slot), seq.block_table, arenas_.data()};
-      m_.forward_seq(mem, b.token_ids + at, end - at, b.positions[at], hidden_.data() + at * d, pool);
+      mems_.push_back({cache.state_slot(seq.state_slot), seq.block_table, arenas_.data()});
+      DeepseekV41::Chunk c;
+      c.pos0 = b.positions[at];
+      c.n = end - at;
+      c.row0 = at;
+      chunks_.push_back(c);
       at = end;
     }
+    for (size_t i = 0; i < chunks_.size(); ++i) chunks_[i].m = &mems_[i];
+    m_.forward_batch(chunks_, b.token_ids, n, hidden_.data(), pool);
     for (int64_t r = 0; r < b.n_logits; ++r)
       std::copy_n(hidden_.data() + int64_t(b.logit_rows[r]) * d, d, rows_.data() + r * d);
     if (b.n_logits) m_.logits(rows_.data(), b.n_logits, logits, pool);
@@ -94,6 +102,8 @@ class DeepseekV41Model final : public Model {
   DeepseekV41 m_;
   std::vector<float> hidden_, rows_;
   std::vector<const kernels::CacheArena*> arenas_;
+  std::vector<deepseek_v41::SeqMem> mems_;
+  std::vector<DeepseekV41::Chunk> chunks_;
 };
 
 }  // namespace

@@ -238,29 +238,25 @@ void DeepseekV41::load_entry_key(const uint8_t* e, float* key) const {
   else std::memcpy(key, k, size_t(idh) * 4);
 }
 
-void DeepseekV41::compress(int64_t l, const Chunk& ch, const float* a, ThreadPool* pool) const {
+void DeepseekV41::compress(int64_t l, const Chunk& ch, const float* kv, const float* gate, ThreadPool* pool) const {
   const LayerWeights& lw = w_.layers[size_t(l)];
   const SeqMem& mem = *ch.m;
   const int64_t n = ch.n, D = c_.head_dim, ratio = c_.compress_ratios[size_t(l)], idh = c_.index_head_dim;
   const float eps = float(c_.rms_norm_eps);
-  std::vector<float> kv(size_t(n * D));
-  kernels::matmul_packed(a, n, lw.comp_wkv, kv.data(), pool);
   std::vector<float> latent;       // [groups, D] pooled, then normalized
   std::vector<int64_t> entry_ids;  // entry index of each group closed by this chunk
   if (ratio == 1) {
     latent.resize(size_t(n * D));
-    kernels::rmsnorm(kv.data(), lw.comp_norm.data(), latent.data(), n, D, eps);
+    kernels::rmsnorm(kv, lw.comp_norm.data(), latent.data(), n, D, eps);
     for (int64_t i = 0; i < n; ++i) entry_ids.push_back(ch.pos0 + i);
   } else {
-    std::vector<float> gate(size_t(n * D));
-    kernels::matmul_packed(a, n, lw.comp_wgate, gate.data(), pool);
     float* okv = open_kv(mem, l);
     float* ogate = open_gate(mem, l);
     std::vector<float> pooled;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t p = ch.pos0 + i, slot = p % ratio;
-      std::memcpy(okv + slot * D, kv.data() + i * D, size_t(D) * 4);
-      std::memcpy(ogate + slot * D, gate.data() + i * D, size_t(D) * 4);
+      std::memcpy(okv + slot * D, kv + i * D, size_t(D) * 4);
+      std::memcpy(ogate + slot * D, gate + i * D, size_t(D) * 4);
       if (slot != ratio - 1) continue;
       // The group [p - ratio + 1, p] closes: softmax over its slots, per channel.
       pooled.resize(pooled.size() + size_t(D));
@@ -286,7 +282,7 @@ void DeepseekV41::compress(int64_t l, const Chunk& ch, const float* a, ThreadPoo
   if (groups == 0) return;
   std::vector<int32_t> pos(static_cast<size_t>(groups));
   for (int64_t g = 0; g < groups; ++g) pos[size_t(g)] = int32_t(entry_ids[size_t(g)] * ratio);
-  // Index keys from the latent before its RoPE: k_norm(wk latent), RoPE, FQ4 / 32.
+  // Index keys from the latent before its RoPE: k_norm(wk latent), RoPE.
   std::vector<float> k(size_t(groups * idh)), kn(size_t(groups * idh));
   kernels::matmul_packed(latent.data(), groups, lw.idx_wk, k.data(), pool);
   kernels::rmsnorm(k.data(), lw.idx_k_norm.data(), kn.data(), groups, idh, eps);
@@ -298,28 +294,17 @@ void DeepseekV41::compress(int64_t l, const Chunk& ch, const float* a, ThreadPoo
     store_entry(entry(mem, l, entry_ids[size_t(g)]), latent.data() + g * D, kn.data() + g * idh);
 }
 
-void DeepseekV41::index(int64_t l, const Chunk& ch, const float* a, const float* qr, Shared& sh,
-                        ThreadPool* pool) const {
-  const LayerWeights& lw = w_.layers[size_t(l)];
+void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float* wts, Shared& sh) const {
   const SeqMem& mem = *ch.m;
   const int64_t src = c_.kv_source_of(l), n = ch.n;
   const int64_t ratio = c_.compress_ratios[size_t(l)], E = (ch.pos0 + n) / ratio;
   if (E == 0) return;  // nothing to score yet: what earlier sources published stands
   const int64_t nih = c_.index_n_heads, idh = c_.index_head_dim;
-  std::vector<float> q(size_t(n * nih * idh)), wts(size_t(n * nih));
-  kernels::matmul_packed(qr, n, lw.idx_wq_b, q.data(), pool);
-  std::vector<int32_t> pos(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(ch.pos0 + i);
-  kernels::apply_rope(q.data(), n, int(nih), int(idh), pos.data(), rope_compress_, true, int(idh - c_.qk_rope_head_dim));
-  fq4_rows(q.data(), n * nih, idh, 32);
-  kernels::matmul_packed(a, n, lw.idx_weights_proj, wts.data(), pool);
   const float softmax_scale = 1.0f / std::sqrt(float(idh)), heads_scale = 1.0f / std::sqrt(float(nih));
   const bool is_cand_src = l == c_.candidate_source_layer_id;
   const bool use_cand = !is_cand_src && c_.candidate_source_layer_id >= 0 && c_.candidate_source_layer_id < l && sh.has_cand;
-  std::vector<float> key_buf(size_t(E * idh));
-  for (int64_t e = 0; e < E; ++e) load_entry_key(entry(mem, src, e), key_buf.data() + e * idh);
-  std::vector<const float*> keys(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) keys[size_t(e)] = key_buf.data() + e * idh;
+  std::vector<float> keys(size_t(E * idh));
+  for (int64_t e = 0; e < E; ++e) load_entry_key(entry(mem, src, e), keys.data() + e * idh);
   std::vector<float> sc(static_cast<size_t>(E));
   if (is_cand_src) {
     sh.cand.assign(size_t(n), {});
@@ -335,11 +320,11 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* a, const float*
       }
       float s = 0.0f;
       for (int64_t h = 0; h < nih; ++h) {
-        const float* qh = q.data() + (i * nih + h) * idh;
-        const float* ke = keys[size_t(e)];
+        const float* qh = q + (i * nih + h) * idh;
+        const float* ke = keys.data() + e * idh;
         float dot = 0.0f;
         for (int64_t c = 0; c < idh; ++c) dot += qh[c] * ke[c];
-        s += (std::max(dot, 0.0f) * softmax_scale) * (wts[size_t(i * nih + h)] * heads_scale);
+        s += (std::max(dot, 0.0f) * softmax_scale) * (wts[i * nih + h] * heads_scale);
       }
       sc[size_t(e)] = s;
     }
@@ -366,96 +351,118 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* a, const float*
   sh.has_topk = true;
 }
 
-void DeepseekV41::attention(int64_t l, const Chunk& ch, const float* a, Shared& sh, float* out,
-                            ThreadPool* pool) const {
+void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const int32_t* pos, const float* a,
+                            int64_t rows, std::vector<Shared>& shared, float* out, ThreadPool* pool) const {
   const LayerWeights& lw = w_.layers[size_t(l)];
-  const SeqMem& mem = *ch.m;
-  const int64_t n = ch.n, pos0 = ch.pos0;
+  const int64_t N = rows;
   const int64_t D = c_.head_dim, H = c_.num_attention_heads, R = c_.qk_rope_head_dim, W = c_.sliding_window;
   const int64_t ratio = c_.compress_ratios[size_t(l)];
   const float eps = float(c_.rms_norm_eps);
   const kernels::RopeTable& rope = ratio ? rope_compress_ : rope_main_;
-  std::vector<int32_t> pos(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(pos0 + i);
 
-  std::vector<float> qa(size_t(n * c_.q_lora_rank)), qr(qa.size()), q(size_t(n * H * D));
-  kernels::matmul_packed(a, n, lw.wq_a, qa.data(), pool);
-  kernels::rmsnorm(qa.data(), lw.q_norm.data(), qr.data(), n, c_.q_lora_rank, eps);
-  kernels::matmul_packed(qr.data(), n, lw.wq_b, q.data(), pool);
-  kernels::apply_rope(q.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R));
-  std::vector<float> kv0(size_t(n * D)), kv(size_t(n * D));
-  kernels::matmul_packed(a, n, lw.wkv, kv0.data(), pool);
-  kernels::rmsnorm(kv0.data(), lw.kv_norm.data(), kv.data(), n, D, eps);
-  kernels::apply_rope(kv.data(), n, 1, int(D), pos.data(), rope, true, int(D - R));
-  fq8_rows(kv.data(), n, D, 32);
-
-  int64_t src = -1, entries = 0;
-  if (ratio) {
-    if (c_.is_kv_source(l)) compress(l, ch, a, pool);
-    if (c_.is_index_source(l)) index(l, ch, a, qr.data(), sh, pool);
-    src = c_.kv_source_of(l);
-    entries = (pos0 + n) / ratio;
+  // Projections of every row at once.
+  std::vector<float> qa(size_t(N * c_.q_lora_rank)), qr(qa.size()), q(size_t(N * H * D));
+  kernels::matmul_packed(a, N, lw.wq_a, qa.data(), pool);
+  kernels::rmsnorm(qa.data(), lw.q_norm.data(), qr.data(), N, c_.q_lora_rank, eps);
+  kernels::matmul_packed(qr.data(), N, lw.wq_b, q.data(), pool);
+  kernels::apply_rope(q.data(), N, int(H), int(D), pos, rope, true, int(D - R));
+  std::vector<float> kv0(size_t(N * D)), kv(size_t(N * D));
+  kernels::matmul_packed(a, N, lw.wkv, kv0.data(), pool);
+  kernels::rmsnorm(kv0.data(), lw.kv_norm.data(), kv.data(), N, D, eps);
+  kernels::apply_rope(kv.data(), N, 1, int(D), pos, rope, true, int(D - R));
+  fq8_rows(kv.data(), N, D, 32);
+  if (ratio && c_.is_kv_source(l)) {
+    std::vector<float> ckv(size_t(N * D)), cgate;
+    kernels::matmul_packed(a, N, lw.comp_wkv, ckv.data(), pool);
+    if (ratio > 1) {
+      cgate.resize(size_t(N * D));
+      kernels::matmul_packed(a, N, lw.comp_wgate, cgate.data(), pool);
+    }
+    for (const Chunk& ch : chunks)
+      compress(l, ch, ckv.data() + ch.row0 * D, ratio > 1 ? cgate.data() + ch.row0 * D : nullptr, pool);
+  }
+  if (ratio && c_.is_index_source(l)) {
+    const int64_t nih = c_.index_n_heads, idh = c_.index_head_dim;
+    std::vector<float> iq(size_t(N * nih * idh)), iw(size_t(N * nih));
+    kernels::matmul_packed(qr.data(), N, lw.idx_wq_b, iq.data(), pool);
+    kernels::apply_rope(iq.data(), N, int(nih), int(idh), pos, rope_compress_, true, int(idh - R));
+    fq4_rows(iq.data(), N * nih, idh, 32);
+    kernels::matmul_packed(a, N, lw.idx_weights_proj, iw.data(), pool);
+    for (size_t ci = 0; ci < chunks.size(); ++ci) {
+      const Chunk& ch = chunks[ci];
+      index(l, ch, iq.data() + ch.row0 * nih * idh, iw.data() + ch.row0 * nih, shared[ci]);
+    }
   }
 
   // Attention per query over its window and its selected compressed entries, read from
-  // the cache in f32: the ring positions before this chunk, the entries selected.
-  uint8_t* ring = window(mem, l);
-  std::vector<float> past(size_t(W * D));
-  for (int64_t kp = std::max<int64_t>(0, pos0 - W + 1); kp < pos0; ++kp)
-    load_window(ring + (kp % W) * lay_.win_bytes, past.data() + (kp % W) * D);
-  std::vector<int32_t> slot_of;  // entry -> row of `ents`, -1 until loaded
-  std::vector<float> ents;
-  if (src >= 0 && sh.has_topk && entries > 0) slot_of.assign(size_t(entries), -1);
-  if (!slot_of.empty())
-    for (int64_t i = 0; i < n; ++i)
-      for (int32_t e : sh.topk[size_t(i)])
-        if (e < entries && slot_of[size_t(e)] < 0) {
-          slot_of[size_t(e)] = int32_t(ents.size() / size_t(D));
-          ents.resize(ents.size() + size_t(D));
-          load_entry_kv(entry(mem, src, e), ents.data() + ents.size() - size_t(D));
-        }
-  std::vector<float> o(size_t(n * H * D), 0.0f);
+  // the cache in f32: the ring positions before the chunk, the entries selected.
+  std::vector<float> o(size_t(N * H * D), 0.0f);
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<const float*> keys;
-  std::vector<float> sc;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t p = pos0 + i;
-    keys.clear();
-    for (int64_t kp = std::max<int64_t>(0, p - W + 1); kp <= p; ++kp)
-      keys.push_back(kp >= pos0 ? kv.data() + (kp - pos0) * D : past.data() + (kp % W) * D);
-    if (!slot_of.empty())
-      for (int32_t e : sh.topk[size_t(i)])
-        if (e < entries) keys.push_back(ents.data() + int64_t(slot_of[size_t(e)]) * D);
-    sc.resize(keys.size());
-    for (int64_t h = 0; h < H; ++h) {
-      const float* qh = q.data() + (i * H + h) * D;
-      float mx = lw.attn_sink[size_t(h)];
-      for (size_t j = 0; j < keys.size(); ++j) {
-        float dot = 0.0f;
-        for (int64_t c = 0; c < D; ++c) dot += qh[c] * keys[j][c];
-        sc[j] = dot * scale;
-        mx = std::max(mx, sc[j]);
-      }
-      float sum = std::exp(lw.attn_sink[size_t(h)] - mx);
-      for (size_t j = 0; j < keys.size(); ++j) {
-        sc[j] = std::exp(sc[j] - mx);
-        sum += sc[j];
-      }
-      float* oh = o.data() + (i * H + h) * D;
-      for (size_t j = 0; j < keys.size(); ++j) {
-        const float pj = sc[j] / sum;
-        for (int64_t c = 0; c < D; ++c) oh[c] += pj * keys[j][c];
+  std::vector<float> sc, past(size_t(W * D)), ents;
+  std::vector<int32_t> slot_of;  // entry -> row of `ents`, -1 until loaded
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const Chunk& ch = chunks[ci];
+    const SeqMem& mem = *ch.m;
+    const Shared& sh = shared[ci];
+    const int64_t n = ch.n, pos0 = ch.pos0;
+    const int64_t src = ratio ? c_.kv_source_of(l) : -1, entries = ratio ? (pos0 + n) / ratio : 0;
+    uint8_t* ring = window(mem, l);
+    for (int64_t kp = std::max<int64_t>(0, pos0 - W + 1); kp < pos0; ++kp)
+      load_window(ring + (kp % W) * lay_.win_bytes, past.data() + (kp % W) * D);
+    slot_of.clear();
+    ents.clear();
+    if (src >= 0 && sh.has_topk && entries > 0) {
+      slot_of.assign(size_t(entries), -1);
+      for (int64_t i = 0; i < n; ++i)
+        for (int32_t e : sh.topk[size_t(i)])
+          if (e < entries && slot_of[size_t(e)] < 0) {
+            slot_of[size_t(e)] = int32_t(ents.size() / size_t(D));
+            ents.resize(ents.size() + size_t(D));
+            load_entry_kv(entry(mem, src, e), ents.data() + ents.size() - size_t(D));
+          }
+    }
+    const float* ckv = kv.data() + ch.row0 * D;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t p = pos0 + i;
+      keys.clear();
+      for (int64_t kp = std::max<int64_t>(0, p - W + 1); kp <= p; ++kp)
+        keys.push_back(kp >= pos0 ? ckv + (kp - pos0) * D : past.data() + (kp % W) * D);
+      if (!slot_of.empty())
+        for (int32_t e : sh.topk[size_t(i)])
+          if (e < entries) keys.push_back(ents.data() + int64_t(slot_of[size_t(e)]) * D);
+      sc.resize(keys.size());
+      for (int64_t h = 0; h < H; ++h) {
+        const float* qh = q.data() + ((ch.row0 + i) * H + h) * D;
+        float mx = lw.attn_sink[size_t(h)];
+        for (size_t j = 0; j < keys.size(); ++j) {
+          float dot = 0.0f;
+          for (int64_t c = 0; c < D; ++c) dot += qh[c] * keys[j][c];
+          sc[j] = dot * scale;
+          mx = std::max(mx, sc[j]);
+        }
+        float sum = std::exp(lw.attn_sink[size_t(h)] - mx);
+        for (size_t j = 0; j < keys.size(); ++j) {
+          sc[j] = std::exp(sc[j] - mx);
+          sum += sc[j];
+        }
+        float* oh = o.data() + ((ch.row0 + i) * H + h) * D;
+        for (size_t j = 0; j < keys.size(); ++j) {
+          const float pj = sc[j] / sum;
+          for (int64_t c = 0; c < D; ++c) oh[c] += pj * keys[j][c];
+        }
       }
     }
+    // The window ring keeps the last W positions.
+    for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
+      store_window(ring + ((pos0 + i) % W) * lay_.win_bytes, ckv + i * D);
   }
-  // The window ring keeps the last W positions.
-  for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i) store_window(ring + ((pos0 + i) % W) * lay_.win_bytes, kv.data() + i * D);
 
-  kernels::apply_rope(o.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R), /*inverse=*/true);
+  kernels::apply_rope(o.data(), N, int(H), int(D), pos, rope, true, int(D - R), /*inverse=*/true);
   // Grouped output projection: group g's heads through rows [g * o_lora, (g + 1) * o_lora)
   // of wo_a, then wo_b over all groups.
   const int64_t G = c_.o_groups, gin = H / G * D, olr = c_.o_lora_rank;
-  std::vector<float> og(size_t(n * gin)), zg(size_t(n * olr)), z(size_t(n * G * olr));
+  std::vector<float> og(size_t(N * gin)), zg(size_t(N * olr)), z(size_t(N * G * olr));
   for (int64_t g = 0; g < G; ++g) {
     kernels::PackedWeight wg = lw.wo_a;
     wg.n = olr;
@@ -463,74 +470,92 @@ void DeepseekV41::attention(int64_t l, const Chunk& ch, const float* a, Shared& 
     if (wg.scales)
       wg.scales = static_cast<const uint8_t*>(lw.wo_a.scales) +
                   (g * olr / lw.wo_a.block_n) * lw.wo_a.scale_cols() * int64_t(dtype_size(lw.wo_a.scale_dtype));
-    for (int64_t i = 0; i < n; ++i) std::memcpy(og.data() + i * gin, o.data() + i * H * D + g * gin, size_t(gin) * 4);
-    kernels::matmul_packed(og.data(), n, wg, zg.data(), pool);
-    for (int64_t i = 0; i < n; ++i) std::memcpy(z.data() + i * G * olr + g * olr, zg.data() + i * olr, size_t(olr) * 4);
+    for (int64_t i = 0; i < N; ++i) std::memcpy(og.data() + i * gin, o.data() + i * H * D + g * gin, size_t(gin) * 4);
+    kernels::matmul_packed(og.data(), N, wg, zg.data(), pool);
+    for (int64_t i = 0; i < N; ++i) std::memcpy(z.data() + i * G * olr + g * olr, zg.data() + i * olr, size_t(olr) * 4);
   }
-  kernels::matmul_packed(z.data(), n, lw.wo_b, out, pool);
+  kernels::matmul_packed(z.data(), N, lw.wo_b, out, pool);
 }
 
 void DeepseekV41::forward_seq(const SeqMem& m, const int32_t* tokens, int64_t n, int64_t pos0, float* hidden,
                               ThreadPool* pool) const {
-  if (n <= 0) return;
+  Chunk ch;
+  ch.m = &m;
+  ch.pos0 = pos0;
+  ch.n = n;
+  forward_batch({ch}, tokens, n, hidden, pool);
+}
+
+void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t* tokens, int64_t N, float* hidden,
+                                ThreadPool* pool) const {
+  if (N <= 0) return;
   const int64_t d = c_.hidden_size, hc = c_.hc_mult;
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < N; ++i)
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
       fail("token id ", tokens[i], " is outside the vocabulary (", c_.vocab_size, ")");
-  if (pos0 < 0 || pos0 + n > c_.max_position_embeddings)
-    fail("positions up to ", pos0 + n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
-  if (pos0 == 0) std::memset(m.state, 0, size_t(lay_.state_bytes));  // a sequence (re)starts
-  const Chunk ch{&m, pos0, n};
-  std::vector<float> X(size_t(n * hc * d));
+  std::vector<int32_t> pos(static_cast<size_t>(N));
+  int64_t covered = 0;
+  for (const Chunk& ch : chunks) {
+    GANNET_CHECK(ch.n > 0 && ch.row0 >= 0 && ch.row0 + ch.n <= N, "chunk rows");
+    if (ch.pos0 < 0 || ch.pos0 + ch.n > c_.max_position_embeddings)
+      fail("positions up to ", ch.pos0 + ch.n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
+    if (ch.pos0 == 0) std::memset(ch.m->state, 0, size_t(lay_.state_bytes));  // a sequence (re)starts
+    for (int64_t i = 0; i < ch.n; ++i) pos[size_t(ch.row0 + i)] = int32_t(ch.pos0 + i);
+    covered += ch.n;
+  }
+  GANNET_CHECK(covered == N, "chunks cover ", covered, " of ", N, " rows");
+  std::vector<float> X(size_t(N * hc * d));
   {
     std::vector<float> e(static_cast<size_t>(d));
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < N; ++i) {
       w_.embed.dequant_row(tokens[i], e.data());
       for (int64_t k = 0; k < hc; ++k) std::memcpy(X.data() + (i * hc + k) * d, e.data(), size_t(d) * 4);
     }
   }
-  // Engram row ids per Engram layer [layers][n][cols], from the compressed history
-  // (position p's id at p % max_ngram of the state).
+  // Engram row ids per Engram layer [layers][N][cols], from each sequence's compressed
+  // history (position p's id at p % max_ngram of its state).
   std::vector<std::vector<int64_t>> hash(c_.engram_layer_ids.size());
   if (!hash.empty()) {
-    const int64_t N = engram_.max_ngram;
-    int64_t* hist = history(m);
-    std::vector<int64_t> back(static_cast<size_t>(N));
-    for (auto& h : hash) h.resize(size_t(n * engram_.cols));
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t p = pos0 + i;
-      hist[p % N] = token_map_[size_t(tokens[i])];
-      const int64_t avail = std::min<int64_t>(N, p + 1);
-      for (int64_t s = 0; s < avail; ++s) back[size_t(s)] = hist[(p - s) % N];
-      for (size_t li = 0; li < hash.size(); ++li)
-        engram_hash(engram_, int64_t(li), back.data(), avail, hash[li].data() + i * engram_.cols);
+    const int64_t NG = engram_.max_ngram;
+    std::vector<int64_t> back(static_cast<size_t>(NG));
+    for (auto& h : hash) h.resize(size_t(N * engram_.cols));
+    for (const Chunk& ch : chunks) {
+      int64_t* hist = history(*ch.m);
+      for (int64_t i = 0; i < ch.n; ++i) {
+        const int64_t p = ch.pos0 + i, row = ch.row0 + i;
+        hist[p % NG] = token_map_[size_t(tokens[row])];
+        const int64_t avail = std::min<int64_t>(NG, p + 1);
+        for (int64_t s = 0; s < avail; ++s) back[size_t(s)] = hist[(p - s) % NG];
+        for (size_t li = 0; li < hash.size(); ++li)
+          engram_hash(engram_, int64_t(li), back.data(), avail, hash[li].data() + row * engram_.cols);
+      }
     }
   }
 
-  std::vector<float> pre(size_t(n * hc), 0.0f), a_pre(pre.size()), f_pre(pre.size());
-  std::vector<float> post(size_t(n * hc)), comb(size_t(n * hc * hc));
-  for (int64_t i = 0; i < n; ++i) pre[size_t(i * hc)] = 1.0f;  // the first collapse reads stream 0
-  std::vector<float> col(size_t(n * d)), nrm(size_t(n * d)), y(size_t(n * d));
+  std::vector<float> pre(size_t(N * hc), 0.0f), a_pre(pre.size()), f_pre(pre.size());
+  std::vector<float> post(size_t(N * hc)), comb(size_t(N * hc * hc));
+  for (int64_t i = 0; i < N; ++i) pre[size_t(i * hc)] = 1.0f;  // the first collapse reads stream 0
+  std::vector<float> col(size_t(N * d)), nrm(size_t(N * d)), y(size_t(N * d));
   MhcWorkspace mws;
   MoeWorkspace moe_ws;
-  Shared sh;
+  std::vector<Shared> sh(chunks.size());
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const LayerWeights& lw = w_.layers[size_t(l)];
-    if (lw.has_engram) engram_apply(c_, lw.engram, hash[size_t(c_.engram_index(l))].data(), X.data(), n, pool);
-    mhc_mixes(c_, lw.hc_attn, X.data(), n, a_pre.data(), post.data(), comb.data(), mws, pool);
-    mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
-    kernels::rmsnorm(col.data(), lw.attn_norm.data(), nrm.data(), n, d, float(c_.rms_norm_eps));
-    attention(l, ch, nrm.data(), sh, y.data(), pool);
-    mhc_expand(X.data(), n, hc, d, y.data(), post.data(), comb.data());
-    mhc_mixes(c_, lw.hc_ffn, X.data(), n, f_pre.data(), post.data(), comb.data(), mws, pool);
-    mhc_collapse(X.data(), n, hc, d, a_pre.data(), col.data());
-    kernels::rmsnorm(col.data(), lw.ffn_norm.data(), nrm.data(), n, d, float(c_.rms_norm_eps));
-    moe_[size_t(l)].forward(nrm.data(), n, y.data(), moe_ws, pool);
-    mhc_expand(X.data(), n, hc, d, y.data(), post.data(), comb.data());
+    if (lw.has_engram) engram_apply(c_, lw.engram, hash[size_t(c_.engram_index(l))].data(), X.data(), N, pool);
+    mhc_mixes(c_, lw.hc_attn, X.data(), N, a_pre.data(), post.data(), comb.data(), mws, pool);
+    mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
+    kernels::rmsnorm(col.data(), lw.attn_norm.data(), nrm.data(), N, d, float(c_.rms_norm_eps));
+    attention(l, chunks, pos.data(), nrm.data(), N, sh, y.data(), pool);
+    mhc_expand(X.data(), N, hc, d, y.data(), post.data(), comb.data());
+    mhc_mixes(c_, lw.hc_ffn, X.data(), N, f_pre.data(), post.data(), comb.data(), mws, pool);
+    mhc_collapse(X.data(), N, hc, d, a_pre.data(), col.data());
+    kernels::rmsnorm(col.data(), lw.ffn_norm.data(), nrm.data(), N, d, float(c_.rms_norm_eps));
+    moe_[size_t(l)].forward(nrm.data(), N, y.data(), moe_ws, pool);
+    mhc_expand(X.data(), N, hc, d, y.data(), post.data(), comb.data());
     pre.swap(f_pre);
   }
-  mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
-  kernels::rmsnorm(col.data(), w_.norm.data(), hidden, n, d, float(c_.rms_norm_eps));
+  mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
+  kernels::rmsnorm(col.data(), w_.norm.data(), hidden, N, d, float(c_.rms_norm_eps));
 }
 
 void DeepseekV41::logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const {

@@ -95,15 +95,21 @@ class DeepseekV41 {
   // rows into hidden [n, hidden_size]. pos0 == 0 starts the sequence afresh.
   void forward_seq(const SeqMem& m, const int32_t* tokens, int64_t n, int64_t pos0, float* hidden,
                    ThreadPool* pool) const;
+  // Several sequences in one pass: chunk i is rows [row0, row0 + n) of tokens / hidden, at
+  // positions pos0.. of the sequence in memory m. Every per-token product runs over all
+  // rows at once (each row's bits do not depend on the others); attention, compression
+  // and indexing run per chunk.
+  struct Chunk {
+    const SeqMem* m = nullptr;
+    int64_t pos0 = 0, n = 0, row0 = 0;
+  };
+  void forward_batch(const std::vector<Chunk>& chunks, const int32_t* tokens, int64_t rows, float* hidden,
+                     ThreadPool* pool) const;
   // logits [rows, vocab] of hidden rows [rows, hidden_size].
   void logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const;
 
  private:
   struct Shared;  // what index sources publish to the layers after them in one forward
-  struct Chunk {  // the call in flight
-    const SeqMem* m;
-    int64_t pos0, n;
-  };
   uint8_t* window(const SeqMem& m, int64_t l) const;  // [sliding_window, win_bytes_]
   float* open_kv(const SeqMem& m, int64_t l) const;
   float* open_gate(const SeqMem& m, int64_t l) const;
@@ -117,9 +123,15 @@ class DeepseekV41 {
   void store_entry(uint8_t* e, const float* kv, const float* key) const;  // before FQ4e / FQ4
   void load_entry_kv(const uint8_t* e, float* kv) const;
   void load_entry_key(const uint8_t* e, float* key) const;
-  void attention(int64_t l, const Chunk& ch, const float* a, Shared& sh, float* out, ThreadPool* pool) const;
-  void compress(int64_t l, const Chunk& ch, const float* a, ThreadPool* pool) const;
-  void index(int64_t l, const Chunk& ch, const float* a, const float* qr, Shared& sh, ThreadPool* pool) const;
+  // Layer l's attention for all rows: a [rows, hidden] -> out [rows, hidden].
+  void attention(int64_t l, const std::vector<Chunk>& chunks, const int32_t* pos, const float* a, int64_t rows,
+                 std::vector<Shared>& sh, float* out, ThreadPool* pool) const;
+  // A KV source's groups closed by one chunk, from its rows of the compressor
+  // projections kv and gate [n, head_dim] (gate unused at ratio 1).
+  void compress(int64_t l, const Chunk& ch, const float* kv, const float* gate, ThreadPool* pool) const;
+  // An index source's top-k per query of one chunk, from its rows of the indexer queries
+  // q [n, heads, dim] (RoPE and FQ4 applied) and head weights w [n, heads].
+  void index(int64_t l, const Chunk& ch, const float* q, const float* w, Shared& sh) const;
 
   io::DeepseekV41Config c_;
   Weights w_;
