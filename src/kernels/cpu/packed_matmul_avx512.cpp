@@ -101,6 +101,24 @@ inline __m512 decode(const uint8_t* p, int64_t c, __mmask16 mk) {
   return _mm512_setzero_ps();
 }
 
+// MXFP4 in the products: 16 elements of row p from column c (c % 16 == 0) already times
+// their block's scale, by a lookup in `table` = the 16 E2M1 values times the scale (the
+// same single rounding of code value x scale as dequant_row). Each byte is duplicated so
+// lane l holds byte l / 2, odd lanes shift its high nibble down, and vpermps takes the low
+// 4 bits as the index. Lanes past mk are +0.
+inline __m512 mxfp4_scaled(const uint8_t* p, int64_t c, __mmask16 mk, __m512 table) {
+  const __mmask16 bytes_mask = __mmask16((1u << ((__builtin_popcount(mk) + 1) / 2)) - 1);
+  const __m128i b = _mm_maskz_loadu_epi8(bytes_mask, p + c / 2);
+  const __m512i d = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));
+  const __m512i idx = _mm512_srlv_epi32(d, _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0));
+  return _mm512_maskz_permutexvar_ps(mk, idx, table);
+}
+
+inline __m512 e2m1_table() {
+  return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f,
+                        -6.0f);
+}
+
 // The scale of scale-row pointer `srow` at block column bc, as dequant_row applies it
 // (times 256 for the f16 route of fp8).
 template <Dec D>
@@ -120,8 +138,12 @@ inline void tile_step(const float* x, int64_t k, int64_t mr, const uint8_t* cons
                       const __m512* sc, __m512 (&acc)[MR][NR]) {
   __m512 wv[NR];
   GANNET_UNROLL for (int j = 0; j < NR; ++j) {
-    wv[j] = decode<D>(rows[j], c, mk);
-    if constexpr (scaled(D)) wv[j] = _mm512_mul_ps(wv[j], sc[j]);  // masked lanes: +0 * s = +0 (s finite)
+    if constexpr (D == Dec::kMxfp4) {
+      wv[j] = mxfp4_scaled(rows[j], c, mk, sc[j]);  // sc: the scaled E2M1 table
+    } else {
+      wv[j] = decode<D>(rows[j], c, mk);
+      if constexpr (scaled(D)) wv[j] = _mm512_mul_ps(wv[j], sc[j]);  // masked lanes: +0 * s = +0 (s finite)
+    }
   }
   GANNET_UNROLL for (int i = 0; i < MR; ++i) {
     if (i < mr) {
@@ -157,7 +179,10 @@ void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t
     const int64_t c1 = std::min(k, c0 + bk);
     __m512 sc[NR];
     if constexpr (scaled(D)) {
-      GANNET_UNROLL for (int j = 0; j < NR; ++j) sc[j] = _mm512_set1_ps(block_scale<D>(w, srows[j], bc));
+      GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+        sc[j] = _mm512_set1_ps(block_scale<D>(w, srows[j], bc));
+        if constexpr (D == Dec::kMxfp4) sc[j] = _mm512_mul_ps(e2m1_table(), sc[j]);
+      }
     }
     int64_t c = c0;
     for (; c + 16 <= c1; c += 16) {
@@ -174,7 +199,9 @@ void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t
       // The zero-padded last chunk: the reference pads w with +0 after scaling, so the
       // padded lanes are forced to +0 even where a scale is inf or NaN.
       const __mmask16 mk = mask16(c1 - c);
-      if constexpr (scaled(D)) {
+      if constexpr (D == Dec::kMxfp4) {
+        tile_step<D, MR, NR>(x, k, mr, rows, c, mk, sc, acc);  // the lookup zeroes the padded lanes
+      } else if constexpr (scaled(D)) {
         __m512 scm[NR];
         GANNET_UNROLL for (int j = 0; j < NR; ++j) scm[j] = _mm512_maskz_mov_ps(mk, sc[j]);
         tile_step<D, MR, NR>(x, k, mr, rows, c, mk, scm, acc);
