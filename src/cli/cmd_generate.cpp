@@ -38,6 +38,7 @@ const char* kUsage =
     "  --async-scheduling on|off    plan step N+1 while step N runs (default on)\n"
     "  --quantize none|fp8|int8     convert float linear weights at load (default none)\n"
     "  --exact-activations on|off   FP8-quantize activations before FP8/MXFP4 products (default off)\n"
+    "  --act-quant none|fp8         the same under the DeepSeek reference's name (fp8 = on)\n"
     "output:\n"
     "  --json             one JSON line per prompt: prompt, text, token_ids, finish_reason, ...\n"
     "\n"
@@ -55,7 +56,7 @@ int cmd_generate(const Args& args) {
           {"model", "prompt", "prompts", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "threads", "n",
            "stop",
            "logprobs", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
-           "async-scheduling", "quantize", "exact-activations"},
+           "async-scheduling", "quantize", "exact-activations", "act-quant"},
           {"json", "help"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
@@ -99,6 +100,13 @@ int cmd_generate(const Args& args) {
     if (auto a = f.get("async-scheduling")) ea.async_scheduling = parse_on_off("--async-scheduling", *a);
     if (auto q = f.get("quantize")) ea.quantize = *q;
     if (auto a = f.get("exact-activations")) ea.exact_activations = parse_on_off("--exact-activations", *a);
+    if (auto a = f.get("act-quant")) {
+      if (*a != "none" && *a != "fp8") throw UsageError("--act-quant must be none or fp8, got '" + *a + "'");
+      const bool on = *a == "fp8";
+      if (f.has("exact-activations") && on != ea.exact_activations)
+        throw UsageError("--act-quant " + *a + " and --exact-activations disagree");
+      ea.exact_activations = on;
+    }
     ea.validate();
   } catch (const UsageError&) {
     throw;

@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/exp.h"
+#include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/log.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/softmax.h"
@@ -100,6 +101,7 @@ void MoeWorkspace::reserve(const MoeLayer& layer, int64_t max_tokens) {
   grow(count_, E);
   grow(row_weight_, T * K);
   grow(xg_, T * K * H);
+  if (layer.config().act_quant_block > 0) grow(xq_, T * H);
   grow(gate_, T * K * layer.inter() + S * T * layer.shared_inter());
   grow(up_, T * K * layer.inter() + S * T * layer.shared_inter());
   grow(out_, T * (K + S) * H);
@@ -115,7 +117,7 @@ void MoeWorkspace::reserve(const MoeLayer& layer, int64_t max_tokens) {
 uint64_t MoeWorkspace::capacity_bytes() const {
   auto b = [](const auto& v) { return uint64_t(v.capacity()) * sizeof(v[0]); };
   return b(logits_) + b(select_) + b(chosen_) + b(top_) + b(ids_) + b(weights_) + b(rows_) + b(count_) +
-         b(row_weight_) + b(xg_) + b(gate_) + b(up_) + b(out_) + b(groups_) + b(items_) + b(cost_);
+         b(row_weight_) + b(xg_) + b(xq_) + b(gate_) + b(up_) + b(out_) + b(groups_) + b(items_) + b(cost_);
 }
 
 void MoeLayer::route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace& ws, ThreadPool* pool) const {
@@ -286,11 +288,26 @@ void MoeLayer::forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, 
       ws.row_weight_[size_t(r)] = ws.weights_[size_t(t * K + i)];
       std::memcpy(ws.xg_.data() + r * H, x + t * H, size_t(H) * sizeof(float));
     }
-  for (int64_t s = 0; s < S; ++s)  // every token, read from x in place
-    ws.groups_[size_t(E + s)] = {&w_.shared[size_t(s)], x, T, T * K + s * T, T * K * inter_ + s * T * shared_inter_,
+  const int64_t aq = cfg_.act_quant_block;
+  const float* xs = x;  // what the shared experts read
+  if (aq > 0) {
+    for (int64_t r = 0; r < T * K; ++r) kernels::fake_quant_fp8(ws.xg_.data() + r * H, H, aq, true);
+    std::memcpy(ws.xq_.data(), x, size_t(T * H) * sizeof(float));
+    for (int64_t t = 0; t < T; ++t) kernels::fake_quant_fp8(ws.xq_.data() + t * H, H, aq, true);
+    xs = ws.xq_.data();
+  }
+  for (int64_t s = 0; s < S; ++s)  // every token, read from x in place (or its quantized copy)
+    ws.groups_[size_t(E + s)] = {&w_.shared[size_t(s)], xs, T, T * K + s * T, T * K * inter_ + s * T * shared_inter_,
                                  false};
 
   run_items(isa, ws, pool, false);
+  if (aq > 0) {
+    for (int64_t g = 0; g < E + S; ++g) {
+      const MoeWorkspace::Group& G = ws.groups_[size_t(g)];
+      const int64_t inter = G.w->w1.n;
+      for (int64_t r = 0; r < G.rows; ++r) kernels::fake_quant_fp8(ws.gate_.data() + G.hid_off + r * inter, inter, aq, true);
+    }
+  }
   run_items(isa, ws, pool, true);
 
   // Combine in the fixed order of moe.h step 6.

@@ -61,6 +61,10 @@ struct MoeConfig {
   float swiglu_limit = 0.0f;           // 0 or +inf: no clamp (V4: 10)
   float gate_temp = 1.0f;              // V4.1 divides the router logits by it; > 0
   bool round_hidden_bf16 = false;      // see step 5 above
+  // > 0: the activation rows entering every expert product (x for w1/w3, h for w2) are
+  // fake-quantized to FP8 E4M3 with power-of-two scales per block of this many values
+  // (FQ8 of fake_quant.h), as FP8/FP4 GPU kernels and the DeepSeek reference do.
+  int64_t act_quant_block = 0;
 };
 
 // One SwiGLU expert; any packed format (typically MXFP4 routed, FP8 shared).
@@ -121,6 +125,7 @@ class MoeWorkspace {
   std::vector<int64_t> count_;       // [E] tokens per expert, then next free row
   std::vector<float> row_weight_;    // [T * top_k] routing weight of each grouped row
   std::vector<float> xg_;            // [T * top_k, hidden] token rows grouped by expert
+  std::vector<float> xq_;            // [T, hidden] x fake-quantized (act_quant_block only)
   std::vector<float> gate_, up_;     // per group [rows, inter]; gate_ becomes h
   std::vector<float> out_;           // [T * (top_k + n_shared), hidden] expert outputs
   std::vector<Group> groups_;        // [E + n_shared]

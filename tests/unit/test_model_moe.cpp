@@ -23,6 +23,7 @@
 #include "kernels/cpu/canonical.h"
 #include "kernels/cpu/exp.h"
 #include "kernels/cpu/log.h"
+#include "kernels/cpu/fake_quant.h"
 #include "model/moe.h"
 
 using namespace gannet;
@@ -105,6 +106,7 @@ struct Spec {
   int64_t hidden = 64, inter = 48, experts = 8, top_k = 2, shared = 0, shared_inter = 48;
   MoeScoring scoring = MoeScoring::kSqrtSoftplus;
   bool bias = false, norm = true, round_bf16 = false;
+  int64_t act_quant = 0;
   float scale = 1.0f, limit = 0.0f, temp = 1.0f;
   WeightFormat router = WeightFormat::kBF16, routed = WeightFormat::kMxfp4, shared_fmt = WeightFormat::kFp8Block;
   bool shared_f32_scales = false;
@@ -135,6 +137,7 @@ Model build(const Spec& s) {
   m.cfg.swiglu_limit = s.limit;
   m.cfg.gate_temp = s.temp;
   m.cfg.round_hidden_bf16 = s.round_bf16;
+  m.cfg.act_quant_block = s.act_quant;
   m.w.router = keep(m, make_weight(s.router, s.experts, s.hidden, g));
   if (s.bias) {
     std::uniform_real_distribution<float> b(-0.3f, 0.3f);
@@ -171,8 +174,11 @@ std::vector<float> dequant(const PackedWeight& w, int64_t r) {
 float dot_row(const float* x, const PackedWeight& w, int64_t r) { return dot_f32_ref(x, dequant(w, r).data(), w.k); }
 
 // One expert on one token: clamped SwiGLU, weight before the down projection.
-std::vector<float> naive_expert(const MoeConfig& c, const MoeExpert& ex, const float* x, bool routed, float weight) {
+std::vector<float> naive_expert(const MoeConfig& c, const MoeExpert& ex, const float* x_in, bool routed, float weight) {
   const int64_t inter = ex.w1.n;
+  std::vector<float> xq(x_in, x_in + c.hidden);
+  if (c.act_quant_block > 0) fake_quant_fp8(xq.data(), c.hidden, c.act_quant_block, true);
+  const float* x = xq.data();
   const bool clamp = c.swiglu_limit > 0.0f && std::isfinite(c.swiglu_limit);
   const float L = c.swiglu_limit;
   std::vector<float> h(static_cast<size_t>(inter));
@@ -188,6 +194,7 @@ std::vector<float> naive_expert(const MoeConfig& c, const MoeExpert& ex, const f
     if (c.round_hidden_bf16) v = bf16_to_f32(f32_to_bf16(v));
     h[size_t(i)] = v;
   }
+  if (c.act_quant_block > 0) fake_quant_fp8(h.data(), inter, c.act_quant_block, true);
   std::vector<float> out(static_cast<size_t>(c.hidden));
   for (int64_t j = 0; j < c.hidden; ++j) out[size_t(j)] = dot_row(h.data(), ex.w2, j);
   return out;
@@ -322,6 +329,10 @@ TEST(ModelMoe, MatchesNaiveLoop) {
   });
   add([](Spec& s) {
     s.inter = 64, s.experts = 14, s.top_k = 2, s.bias = true, s.norm = false, s.limit = 10.0f, s.temp = 1.3f;
+  });
+  add([](Spec& s) {  // V4.1 exact mode: FQ8 / 32 of x and h before the expert products
+    s.hidden = 96, s.inter = 64, s.experts = 8, s.top_k = 3, s.shared = 1, s.shared_inter = 64, s.bias = true,
+    s.scale = 1.5f, s.limit = 10.0f, s.act_quant = 32;
   });
 
   ThreadPool pool1(1), pool2(2);
@@ -467,6 +478,7 @@ TEST(ModelMoe, EveryOptionTakesEffect) {
   const std::vector<std::pair<const char*, std::function<void(Spec&)>>> options = {
       {"swiglu_limit", [](Spec& s) { s.limit = 0.25f; }},
       {"round_hidden_bf16", [](Spec& s) { s.round_bf16 = true; }},
+      {"act_quant_block", [](Spec& s) { s.act_quant = 32; }},
       {"gate_temp", [](Spec& s) { s.temp = 0.6f; }},
       {"selection_bias", [](Spec& s) { s.bias = true; }},
       {"routed_scaling_factor", [](Spec& s) { s.scale = 1.5f; }},

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/numpy_random.h"
+#include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/packed_matmul.h"
 
 namespace gannet::model::deepseek_v41 {
@@ -90,7 +91,7 @@ void engram_hash(const EngramLayout& lay, int64_t li, const int64_t* ids, int64_
 }
 
 void engram_apply(const io::DeepseekV41Config& c, const EngramWeights& w, const int64_t* hash, float* X, int64_t n,
-                  ThreadPool* pool) {
+                  bool act_quant, ThreadPool* pool) {
   const int64_t d = c.hidden_size, hc = c.hc_mult, edim = c.engram_head_dim;
   const int64_t cols = (c.engram_max_ngram_size - 1) * c.engram_n_heads;
   std::vector<float> rows(size_t(n * cols * edim)), kv(size_t(n * (hc + 1) * d));
@@ -100,6 +101,8 @@ void engram_apply(const io::DeepseekV41Config& c, const EngramWeights& w, const 
       GANNET_CHECK(id >= 0 && id < w.table.n, "engram row ", id, " of ", w.table.n);
       w.table.dequant_row(id, rows.data() + (t * cols + j) * edim);
     }
+  if (act_quant)  // FQ8 / 32 before the FP8 product, as every FP8 GEMM of the reference
+    for (int64_t t = 0; t < n; ++t) kernels::fake_quant_fp8(rows.data() + t * cols * edim, cols * edim, 32, true);
   kernels::matmul_packed(rows.data(), n, w.wkv, kv.data(), pool);
   const float eps = float(c.rms_norm_eps), inv_sqrt_d = 1.0f / std::sqrt(float(d));
   for (int64_t t = 0; t < n; ++t) {

@@ -83,9 +83,7 @@ struct DeepseekV41::Shared {
 DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt) {
   GANNET_CHECK(cfg.deepseek_v41 != nullptr, "DeepseekV41 needs a parsed DeepSeek-V4.1 config");
   c_ = *cfg.deepseek_v41;
-  if (cfg.exact_activations)
-    fail(ckpt.dir(), ": --exact-activations is not implemented for DeepSeek-V4.1 yet (the reference data is "
-                     "without activation quantization)");
+  act_quant_ = cfg.exact_activations;
   if (cfg.quantize_at_load != io::WeightQuantization::Method::kNone)
     fail(ckpt.dir(), ": --quantize applies to dense models; DeepSeek-V4.1 checkpoints are already FP8/MXFP4");
   for (int64_t l : c_.kv_source_layer_ids)
@@ -104,6 +102,7 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
     mc.routed_scaling_factor = float(c_.routed_scaling_factor);
     mc.swiglu_limit = float(c_.swiglu_limit);
     mc.gate_temp = float(c_.gate_temp);
+    mc.act_quant_block = act_quant_ ? 32 : 0;
     moe_.emplace_back(mc, lw.moe);
   }
   // Engram: without a tokenizer-derived map the identity map is the only one that fits a
@@ -194,6 +193,16 @@ SeqState DeepseekV41::new_state(int64_t capacity) const {
   }
   for (auto& a : st.arenas) st.arena_ptrs.push_back(&a);
   return st;
+}
+
+void DeepseekV41::mm(const float* x, int64_t rows, const kernels::PackedWeight& w, float* y, ThreadPool* pool) const {
+  if (act_quant_ && (w.format == kernels::WeightFormat::kFp8Block || w.format == kernels::WeightFormat::kMxfp4)) {
+    std::vector<float> xq(x, x + rows * w.k);
+    fq8_rows(xq.data(), rows, w.k, 32);
+    kernels::matmul_packed(xq.data(), rows, w, y, pool);
+    return;
+  }
+  kernels::matmul_packed(x, rows, w, y, pool);
 }
 
 uint8_t* DeepseekV41::window(const SeqMem& m, int64_t l) const { return m.state + lay_.window_off[size_t(l)]; }
@@ -362,12 +371,12 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
 
   // Projections of every row at once.
   std::vector<float> qa(size_t(N * c_.q_lora_rank)), qr(qa.size()), q(size_t(N * H * D));
-  kernels::matmul_packed(a, N, lw.wq_a, qa.data(), pool);
+  mm(a, N, lw.wq_a, qa.data(), pool);
   kernels::rmsnorm(qa.data(), lw.q_norm.data(), qr.data(), N, c_.q_lora_rank, eps);
-  kernels::matmul_packed(qr.data(), N, lw.wq_b, q.data(), pool);
+  mm(qr.data(), N, lw.wq_b, q.data(), pool);
   kernels::apply_rope(q.data(), N, int(H), int(D), pos, rope, true, int(D - R));
   std::vector<float> kv0(size_t(N * D)), kv(size_t(N * D));
-  kernels::matmul_packed(a, N, lw.wkv, kv0.data(), pool);
+  mm(a, N, lw.wkv, kv0.data(), pool);
   kernels::rmsnorm(kv0.data(), lw.kv_norm.data(), kv.data(), N, D, eps);
   kernels::apply_rope(kv.data(), N, 1, int(D), pos, rope, true, int(D - R));
   fq8_rows(kv.data(), N, D, 32);
@@ -384,7 +393,7 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
   if (ratio && c_.is_index_source(l)) {
     const int64_t nih = c_.index_n_heads, idh = c_.index_head_dim;
     std::vector<float> iq(size_t(N * nih * idh)), iw(size_t(N * nih));
-    kernels::matmul_packed(qr.data(), N, lw.idx_wq_b, iq.data(), pool);
+    mm(qr.data(), N, lw.idx_wq_b, iq.data(), pool);
     kernels::apply_rope(iq.data(), N, int(nih), int(idh), pos, rope_compress_, true, int(idh - R));
     fq4_rows(iq.data(), N * nih, idh, 32);
     kernels::matmul_packed(a, N, lw.idx_weights_proj, iw.data(), pool);
@@ -471,10 +480,10 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
       wg.scales = static_cast<const uint8_t*>(lw.wo_a.scales) +
                   (g * olr / lw.wo_a.block_n) * lw.wo_a.scale_cols() * int64_t(dtype_size(lw.wo_a.scale_dtype));
     for (int64_t i = 0; i < N; ++i) std::memcpy(og.data() + i * gin, o.data() + i * H * D + g * gin, size_t(gin) * 4);
-    kernels::matmul_packed(og.data(), N, wg, zg.data(), pool);
+    kernels::matmul_packed(og.data(), N, wg, zg.data(), pool);  // wo_a: no activation quantization
     for (int64_t i = 0; i < N; ++i) std::memcpy(z.data() + i * G * olr + g * olr, zg.data() + i * olr, size_t(olr) * 4);
   }
-  kernels::matmul_packed(z.data(), N, lw.wo_b, out, pool);
+  mm(z.data(), N, lw.wo_b, out, pool);
 }
 
 void DeepseekV41::forward_seq(const SeqMem& m, const int32_t* tokens, int64_t n, int64_t pos0, float* hidden,
@@ -541,7 +550,7 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
   std::vector<Shared> sh(chunks.size());
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const LayerWeights& lw = w_.layers[size_t(l)];
-    if (lw.has_engram) engram_apply(c_, lw.engram, hash[size_t(c_.engram_index(l))].data(), X.data(), N, pool);
+    if (lw.has_engram) engram_apply(c_, lw.engram, hash[size_t(c_.engram_index(l))].data(), X.data(), N, act_quant_, pool);
     mhc_mixes(c_, lw.hc_attn, X.data(), N, a_pre.data(), post.data(), comb.data(), mws, pool);
     mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
     kernels::rmsnorm(col.data(), lw.attn_norm.data(), nrm.data(), N, d, float(c_.rms_norm_eps));

@@ -133,7 +133,12 @@ class DeepseekV41 {
   // q [n, heads, dim] (RoPE and FQ4 applied) and head weights w [n, heads].
   void index(int64_t l, const Chunk& ch, const float* q, const float* w, Shared& sh) const;
 
+  // y = x w^T; with activation quantization on and w FP8 or MXFP4, x's rows are first
+  // fake-quantized to E4M3 per 32 values (power-of-two scales), as the reference's GEMMs.
+  void mm(const float* x, int64_t rows, const kernels::PackedWeight& w, float* y, ThreadPool* pool) const;
+
   io::DeepseekV41Config c_;
+  bool act_quant_ = false;  // ModelConfig::exact_activations (--act-quant fp8)
   Weights w_;
   std::vector<MoeLayer> moe_;
   EngramLayout engram_;
