@@ -28,6 +28,13 @@ struct EngineArgs {
   // DeepSeek-V4 reference do (ModelConfig::exact_activations). --exact-activations on|off,
   // GANNET_EXACT_ACTIVATIONS.
   bool exact_activations = false;
+  // DeepSeek-V4.1 decoder bounded replay: in prefill, the layers after the last KV source
+  // run only on each sequence's last yoco_keep_tokens prompt positions (an approximation
+  // the model is trained for; prompt logprobs then need it off). --yoco-keep-tokens N,
+  // --no-yoco-replay, GANNET_YOCO_KEEP_TOKENS, GANNET_YOCO_REPLAY=on|off. -1: the default
+  // (140, on); set explicitly for a model without such layers, they are refused.
+  int64_t yoco_keep_tokens = -1;
+  int yoco_replay = -1;  // -1: default (on); 0: off; 1: on
   bool quiet = false;                  // no start-up report or progress bars
 
   // Applies GANNET_<NAME> environment variables (names upper-cased, '-' as '_').

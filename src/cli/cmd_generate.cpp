@@ -39,6 +39,9 @@ const char* kUsage =
     "  --quantize none|fp8|int8     convert float linear weights at load (default none)\n"
     "  --exact-activations on|off   FP8-quantize activations before FP8/MXFP4 products (default off)\n"
     "  --act-quant none|fp8         the same under the DeepSeek reference's name (fp8 = on)\n"
+    "  --yoco-keep-tokens N         DeepSeek-V4.1: prefill runs the decoder layers on the last N prompt\n"
+    "                               positions only (bounded replay; default 140)\n"
+    "  --no-yoco-replay             DeepSeek-V4.1: run the full prefill (exact; needed for prompt logprobs)\n"
     "output:\n"
     "  --json             one JSON line per prompt: prompt, text, token_ids, finish_reason, ...\n"
     "\n"
@@ -56,8 +59,8 @@ int cmd_generate(const Args& args) {
           {"model", "prompt", "prompts", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "threads", "n",
            "stop",
            "logprobs", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
-           "async-scheduling", "quantize", "exact-activations", "act-quant"},
-          {"json", "help"});
+           "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens"},
+          {"json", "help", "no-yoco-replay"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -100,6 +103,8 @@ int cmd_generate(const Args& args) {
     if (auto a = f.get("async-scheduling")) ea.async_scheduling = parse_on_off("--async-scheduling", *a);
     if (auto q = f.get("quantize")) ea.quantize = *q;
     if (auto a = f.get("exact-activations")) ea.exact_activations = parse_on_off("--exact-activations", *a);
+    if (f.has("yoco-keep-tokens")) ea.yoco_keep_tokens = f.get_int_in("yoco-keep-tokens", 140, 1, 1 << 24);
+    if (f.has("no-yoco-replay")) ea.yoco_replay = 0;
     if (auto a = f.get("act-quant")) {
       if (*a != "none" && *a != "fp8") throw UsageError("--act-quant must be none or fp8, got '" + *a + "'");
       const bool on = *a == "fp8";

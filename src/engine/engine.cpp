@@ -113,8 +113,13 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   sc.prompt_logprob_chunk = std::min<int64_t>(256, args_.max_num_batched_tokens);
   sc.max_logit_rows = args_.max_num_seqs + sc.prompt_logprob_chunk;
   scheduler_ = std::make_unique<Scheduler>(sc, *blocks_);
+  // Bounded replay exists for models with decoder layers after their last KV source.
+  if (!cfg.deepseek_v41 && (args_.yoco_keep_tokens != -1 || args_.yoco_replay != -1))
+    fail("--yoco-keep-tokens / --no-yoco-replay apply to DeepSeek-V4.1 only; ", cfg.architecture,
+         " has no decoder layers to replay");
+  replay_keep_ = cfg.deepseek_v41 && args_.yoco_replay != 0 ? (args_.yoco_keep_tokens > 0 ? args_.yoco_keep_tokens : 140) : 0;
   executor_ = std::make_unique<Executor>(*model_, *cache_, pool_.get(), args_.max_num_batched_tokens,
-                                         sc.max_logit_rows, args_.max_num_seqs, eos_ids_);
+                                         sc.max_logit_rows, args_.max_num_seqs, eos_ids_, replay_keep_);
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_.get());
   if (args_.async_scheduling) exec_thread_ = std::make_unique<ExecutorThread>(*executor_);
   if (!args_.quiet) {
@@ -178,6 +183,9 @@ void Engine::add(std::unique_ptr<Request> req) {
     if (t >= model_->config().vocab_size)
       fail("request '", id, "': stop token id ", t, " is outside the vocabulary (size ", model_->config().vocab_size, ")");
   if (p.n > args_.max_num_seqs) fail("request '", id, "': n = ", p.n, " exceeds --max-num-seqs ", args_.max_num_seqs);
+  if (p.prompt_logprobs && replay_keep_ > 0 && n > replay_keep_)
+    fail("request '", id, "': prompt_logprobs need every prompt row, but decoder bounded replay computes only the last ",
+         replay_keep_, " (run with --no-yoco-replay)");
   req->seed = p.seed ? *p.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
   req->metrics.arrival_time = now_seconds();
   if (p.prompt_logprobs) req->prompt_logprobs.assign(size_t(n), std::nullopt);

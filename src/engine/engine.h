@@ -91,6 +91,7 @@ class Engine {
   std::unique_ptr<io::Checkpoint> checkpoint_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  int64_t replay_keep_ = 0;  // decoder bounded replay (DeepSeek-V4.1): rows kept; 0: off
   std::unique_ptr<cache::CacheEngine> cache_;
   std::unique_ptr<cache::BlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;

@@ -63,6 +63,8 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_QUANTIZE")) quantize = v;
   if (auto v = env("GANNET_EXACT_ACTIVATIONS")) exact_activations = parse_on_off("GANNET_EXACT_ACTIVATIONS", v);
   if (auto v = env("GANNET_ASYNC_SCHEDULING")) async_scheduling = parse_on_off("GANNET_ASYNC_SCHEDULING", v);
+  if (auto v = env("GANNET_YOCO_KEEP_TOKENS")) yoco_keep_tokens = to_int("GANNET_YOCO_KEEP_TOKENS", v);
+  if (auto v = env("GANNET_YOCO_REPLAY")) yoco_replay = parse_on_off("GANNET_YOCO_REPLAY", v) ? 1 : 0;
 }
 
 void EngineArgs::validate() const {
@@ -74,6 +76,8 @@ void EngineArgs::validate() const {
   if (max_model_len < 0) fail("--max-model-len must be >= 1, got ", max_model_len);
   io::parse_quantize_flag(quantize);
   if (!(watermark >= 0 && watermark < 1)) fail("watermark must be in [0, 1), got ", watermark);
+  if (yoco_keep_tokens != -1 && yoco_keep_tokens < 1)
+    fail("--yoco-keep-tokens must be >= 1, got ", yoco_keep_tokens);
 }
 
 std::string EngineArgs::describe() const {
@@ -86,6 +90,9 @@ std::string EngineArgs::describe() const {
      << " async_scheduling=" << (async_scheduling ? "on" : "off")
      << " quantize=" << (quantize.empty() ? std::string("none") : quantize)
      << " exact_activations=" << (exact_activations ? "on" : "off");
+  if (yoco_replay != -1 || yoco_keep_tokens != -1)
+    os << " yoco_replay=" << (yoco_replay == 0 ? "off" : "on")
+       << " yoco_keep_tokens=" << (yoco_keep_tokens > 0 ? yoco_keep_tokens : 140);
   return os.str();
 }
 

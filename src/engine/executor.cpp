@@ -1,5 +1,7 @@
 #include "engine/executor.h"
 
+#include <algorithm>
+
 #include <span>
 
 #include "core/error.h"
@@ -7,9 +9,9 @@
 namespace gannet::engine {
 
 Executor::Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* pool, int64_t max_tokens,
-                   int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids)
+                   int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids, int64_t replay_keep)
     : model_(model), cache_(cache), pool_(pool), vocab_(model.config().vocab_size), max_tokens_(max_tokens),
-      max_logit_rows_(max_logit_rows), eos_ids_(std::move(eos_ids)) {
+      max_logit_rows_(max_logit_rows), replay_keep_(replay_keep), eos_ids_(std::move(eos_ids)) {
   model_.reserve(max_tokens, max_logit_rows);
   ids_.resize(size_t(max_tokens));
   pos_.resize(size_t(max_tokens));
@@ -78,6 +80,7 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     planned_[i] = &row;
     attn_seqs_[i].block_table = row.blocks.data();
     attn_seqs_[i].state_slot = row.state_slot;
+    attn_seqs_[i].replay_from = replay_keep_ > 0 ? std::max<int64_t>(0, row.prompt_len - replay_keep_) : 0;
     first_row_[i] = rows;
     for (int64_t j = 0; j < s.count; ++j) {
       ids_[size_t(n)] = row.tokens[size_t(s.start + j)];

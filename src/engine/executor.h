@@ -21,7 +21,7 @@ namespace gannet::engine {
 class Executor {
  public:
   Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* pool, int64_t max_tokens,
-           int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids);
+           int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids, int64_t replay_keep = 0);
 
   // Applies the plan's row changes, runs the forward pass and samples into *out (whose
   // buffers are reused).
@@ -47,6 +47,7 @@ class Executor {
   ThreadPool* pool_;
   int64_t vocab_;
   int64_t max_tokens_, max_logit_rows_;
+  int64_t replay_keep_ = 0;  // bounded replay: keep this many prompt rows; 0: off
   std::vector<int32_t> eos_ids_;
   std::unordered_map<int64_t, Row> rows_;  // by sequence id
   // Inputs of one forward pass.

@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 
+#include "core/error.h"
 #include "engine/engine.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
@@ -183,6 +184,46 @@ TEST(EngineDeepseekV41, PreemptionAndOneThreadEqualAlone) {
     engine::Engine e1(b);
     expect_same(alone(), run_batch(e1, cases, range(24)), std::string("1 thread, ") + (async ? "async on" : "async off"));
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Bounded replay active (keep 10 of prompts up to 60 tokens): still bit-identical alone or
+// batched, one-shot or chunked (budget 7 splits the replay boundary), async or not; prompt
+// logprobs are refused while it is on.
+TEST(EngineDeepseekV41, BoundedReplayIsBatchAndChunkInvariant) {
+  auto cases = make_cases(24);
+  const std::vector<int> subset = {0, 2, 3, 4, 6, 9, 10, 12, 14};
+  std::map<int, Result> ref;
+  {
+    EngineArgs a = base_args(false);
+    a.yoco_keep_tokens = 10;
+    engine::Engine e(a);
+    for (int i : subset) ref[i] = run_batch(e, cases, {i}).at(i);
+  }
+  // Replay changes results (the test is not vacuous): some request differs from the full prefill.
+  bool differs = false;
+  for (int i : subset) differs |= ref.at(i).lps != alone().at(i).lps;
+  EXPECT_TRUE(differs);
+  for (bool async : {false, true})
+    for (int64_t budget : {int64_t(2048), int64_t(7)}) {
+      EngineArgs a = base_args(async);
+      a.yoco_keep_tokens = 10;
+      a.max_num_batched_tokens = budget;
+      engine::Engine e(a);
+      expect_same(ref, run_batch(e, cases, subset), "replay, budget " + std::to_string(budget) + (async ? ", async" : ""));
+    }
+  EngineArgs a = base_args(false);
+  a.yoco_keep_tokens = 10;
+  engine::Engine e(a);
+  SamplingParams p;
+  p.prompt_logprobs = 1;
+  EXPECT_THROW(e.add_request("lp", cases[3].prompt, p), gannet::Error);
+  a.yoco_replay = 0;
+  engine::Engine e2(a);
+  EXPECT_NO_THROW(e2.add_request("lp", cases[3].prompt, p));
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 """DeepSeek-V4.1 through the binary: info from config.json alone, and generation on the
 tiny reference checkpoint, which has no tokenizer (prompts as token ids)."""
 import json
+import os
+import subprocess
 
-from conftest import ROOT
+from conftest import ROOT, gannet_bin
 
 TINY = ROOT / "tests" / "golden" / "deepseek-v41-tiny"
 FLASH = ROOT / "tests" / "fixtures" / "deepseek-v41-flash"
@@ -42,3 +44,33 @@ def test_generate_token_ids_greedy_matches_reference(gannet, tmp_path):
     assert lines[0]["token_ids"] == golden["greedy"]["float32_ids"]
     assert "no tokenizer.json" in lines[1]["error"]
     assert "outside the vocabulary" in lines[2]["error"]
+
+
+def test_replay_and_act_quant_flags(gannet, tmp_path, tiny_models):
+    golden = json.loads((TINY / "golden.json").read_text())
+    prompts = tmp_path / "p.jsonl"
+    ids = golden["prompt_ids"] + list(range(100, 140))  # 81 tokens: keep 10 replays the decoder
+    prompts.write_text(json.dumps({"prompt_token_ids": ids, "max_tokens": 12, "temperature": 0}) + "\n")
+    base = ["generate", "--model", str(TINY), "--prompts", str(prompts), "--json"]
+    full = json.loads(gannet(base + ["--no-yoco-replay"]).stdout)["token_ids"]
+    short = json.loads(gannet(base + ["--yoco-keep-tokens", "10"]).stdout)["token_ids"]
+    assert len(full) == len(short) == 12
+    # The environment variables equal the flags.
+    env = dict(os.environ, GANNET_YOCO_KEEP_TOKENS="10")
+    p = subprocess.run([gannet_bin(), *base], capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(p.stdout)["token_ids"] == short
+    env = dict(os.environ, GANNET_YOCO_REPLAY="off")
+    p = subprocess.run([gannet_bin(), *base], capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(p.stdout)["token_ids"] == full
+    # act-quant fp8 is exact-activations on; the two spellings must agree.
+    aq = json.loads(gannet(base + ["--act-quant", "fp8"]).stdout)["token_ids"]
+    assert aq == json.loads(gannet(base + ["--exact-activations", "on"]).stdout)["token_ids"]
+    for bad, msg in ((["--act-quant", "int4"], "--act-quant must be none or fp8"),
+                     (["--act-quant", "fp8", "--exact-activations", "off"], "disagree"),
+                     (["--yoco-keep-tokens", "0"], "yoco-keep-tokens")):
+        r = gannet(base + bad, check=False)
+        assert r.returncode == 2 and msg in r.stderr, r.stderr
+    # Dense models have no decoder layers to replay: the flag is refused, not ignored.
+    r = gannet(["generate", "--model", str(tiny_models["llama"]), "--prompt", "hi", "--max-tokens", "1",
+                "--no-yoco-replay"], check=False)
+    assert r.returncode != 0 and "DeepSeek-V4.1 only" in r.stderr

@@ -211,3 +211,49 @@ TEST(ModelDeepseekV41, ActivationQuantization) {
 }
 
 }  // namespace
+
+namespace {
+
+// Decoder bounded replay: the layers after the last KV source run on the positions from
+// replay_from on only. The KV sources' state (entries, index keys, their rings and open
+// groups) is what the full prefill writes; the kept rows and every later decode step equal
+// the computation over all rows with only the replay visibility rule; skipped rows are NaN.
+TEST(ModelDeepseekV41, BoundedReplay) {
+  auto& f = fx();
+  auto p = f.prompt();
+  for (int i = 0; i < 6; ++i) p.push_back(int32_t((29 * i + 3) % 512));
+  const int64_t n = int64_t(p.size()), V = f.model.config().vocab_size, from = 42;
+  DeepseekV41 skip(f.cfg, f.ckpt), mask(f.cfg, f.ckpt);
+  mask.set_replay_mask_only(true);
+  SeqState a = skip.new_state(128), b = mask.new_state(128), full = skip.new_state(128);
+  std::vector<float> la(size_t(n * V)), lb(size_t(n * V)), lf(size_t(n * V));
+  skip.forward(a, p.data(), n, la.data(), nullptr, from);
+  mask.forward(b, p.data(), n, lb.data(), nullptr, from);
+  skip.forward(full, p.data(), n, lf.data(), nullptr, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i < from) {
+      EXPECT_TRUE(std::isnan(la[size_t(i * V)])) << "row " << i;
+    } else {
+      EXPECT_EQ(0, std::memcmp(la.data() + i * V, lb.data() + i * V, size_t(V) * 4)) << "kept row " << i;
+    }
+  }
+  // The decoder changes the last rows' logits (its windows lost positions before 42)...
+  EXPECT_NE(0, std::memcmp(la.data() + (n - 1) * V, lf.data() + (n - 1) * V, size_t(V) * 4));
+  // ...but not the KV sources' caches: same entries and index keys, same state of every
+  // layer up to the last KV source.
+  for (size_t s = 0; s < a.arena_mem.size(); ++s) EXPECT_EQ(a.arena_mem[s], full.arena_mem[s]) << "source " << s;
+  const auto lay = gannet::model::deepseek_v41::make_cache_layout(skip.config());
+  const int64_t upto = lay.window_off[size_t(skip.last_kv_source() + 1)];
+  EXPECT_EQ(0, std::memcmp(a.state.data(), full.state.data(), size_t(upto)));
+  EXPECT_EQ(0, std::memcmp(a.state.data() + lay.history_off, full.state.data() + lay.history_off, 8));
+  // Decode steps after the prompt keep the rule and agree between the two modes.
+  for (int step = 0; step < 4; ++step) {
+    const int32_t t = int32_t(100 + step);
+    std::vector<float> x(static_cast<size_t>(V)), y(static_cast<size_t>(V));
+    skip.forward(a, &t, 1, x.data(), nullptr, from);
+    mask.forward(b, &t, 1, y.data(), nullptr, from);
+    EXPECT_EQ(0, std::memcmp(x.data(), y.data(), size_t(V) * 4)) << "decode step " << step;
+  }
+}
+
+}  // namespace

@@ -46,6 +46,9 @@ inline KvCacheLayer as_const(const KvCacheLayerMut& m) {
 struct AttentionSeq {
   const int32_t* block_table = nullptr;
   int32_t state_slot = -1;  // the sequence's state slot (kernels/cache_spec.h), -1: none
+  // Bounded replay (DeepSeek-V4.1): positions before this skip the layers after the last
+  // KV source; 0: none. Models without such layers ignore it (the engine refuses the flag).
+  int64_t replay_from = 0;
 };
 
 // q, out: [n_tokens, n_heads, head_dim]; token_seq, token_pos: [n_tokens]; query head h

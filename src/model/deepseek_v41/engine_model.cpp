@@ -54,6 +54,7 @@ class DeepseekV41Model final : public Model {
       c.pos0 = b.positions[at];
       c.n = end - at;
       c.row0 = at;
+      c.replay_from = seq.replay_from;
       chunks_.push_back(c);
       at = end;
     }

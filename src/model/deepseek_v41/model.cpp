@@ -119,6 +119,7 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
   rope_compress_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.compress_rope_theta, c_.max_position_embeddings,
                                       to_kernel(c_.compress_scaling));
   lay_ = make_cache_layout(c_);
+  for (int64_t l : c_.kv_source_layer_ids) last_src_ = std::max(last_src_, l);
 }
 
 CacheLayout make_cache_layout(const io::DeepseekV41Config& c) {
@@ -416,8 +417,10 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
     const Shared& sh = shared[ci];
     const int64_t n = ch.n, pos0 = ch.pos0;
     const int64_t src = ratio ? c_.kv_source_of(l) : -1, entries = ratio ? (pos0 + n) / ratio : 0;
+    // Bounded replay: a decoder layer's window holds nothing before replay_from.
+    const int64_t lo = l > last_src_ ? ch.replay_from : 0;
     uint8_t* ring = window(mem, l);
-    for (int64_t kp = std::max<int64_t>(0, pos0 - W + 1); kp < pos0; ++kp)
+    for (int64_t kp = std::max<int64_t>(lo, pos0 - W + 1); kp < pos0; ++kp)
       load_window(ring + (kp % W) * lay_.win_bytes, past.data() + (kp % W) * D);
     slot_of.clear();
     ents.clear();
@@ -435,7 +438,7 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
     for (int64_t i = 0; i < n; ++i) {
       const int64_t p = pos0 + i;
       keys.clear();
-      for (int64_t kp = std::max<int64_t>(0, p - W + 1); kp <= p; ++kp)
+      for (int64_t kp = std::max<int64_t>(lo, p - W + 1); kp <= p; ++kp)
         keys.push_back(kp >= pos0 ? ckv + (kp - pos0) * D : past.data() + (kp % W) * D);
       if (!slot_of.empty())
         for (int32_t e : sh.topk[size_t(i)])
@@ -548,13 +551,59 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
   MhcWorkspace mws;
   MoeWorkspace moe_ws;
   std::vector<Shared> sh(chunks.size());
+  // Bounded replay: the decoder layers run on the kept rows only (all_rows maps them back).
+  std::vector<Chunk> kept_chunks;
+  std::vector<int64_t> kept_rows;  // row in the full batch of each kept row
+  const std::vector<Chunk>* cur = &chunks;
+  const int64_t N_all = N;
+  bool replaying = false;
+  for (const Chunk& ch : chunks) replaying |= ch.replay_from > ch.pos0;
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    if (l == last_src_ + 1 && replaying && !replay_mask_only_) {
+      for (size_t ci = 0; ci < chunks.size(); ++ci) {
+        const Chunk& ch = chunks[ci];
+        const int64_t skip = std::clamp<int64_t>(ch.replay_from - ch.pos0, 0, ch.n);
+        // Indexer results are per query row: drop the skipped rows' entries.
+        Shared& s = sh[ci];
+        if (s.has_topk) s.topk.erase(s.topk.begin(), s.topk.begin() + std::min<int64_t>(skip, int64_t(s.topk.size())));
+        if (s.has_cand) s.cand.erase(s.cand.begin(), s.cand.begin() + std::min<int64_t>(skip, int64_t(s.cand.size())));
+        if (skip == ch.n) continue;
+        Chunk k = ch;
+        k.pos0 = ch.pos0 + skip;
+        k.n = ch.n - skip;
+        k.row0 = int64_t(kept_rows.size());
+        for (int64_t i = skip; i < ch.n; ++i) kept_rows.push_back(ch.row0 + i);
+        kept_chunks.push_back(k);
+      }
+      // Keep only the Shared entries of chunks that still have rows.
+      std::vector<Shared> sh2;
+      for (size_t ci = 0; ci < chunks.size(); ++ci)
+        if (std::clamp<int64_t>(chunks[ci].replay_from - chunks[ci].pos0, 0, chunks[ci].n) < chunks[ci].n)
+          sh2.push_back(std::move(sh[ci]));
+      sh = std::move(sh2);
+      const int64_t M = int64_t(kept_rows.size());
+      auto compact = [&](std::vector<float>& v, int64_t width) {
+        for (int64_t i = 0; i < M; ++i)
+          std::memmove(v.data() + i * width, v.data() + kept_rows[size_t(i)] * width, size_t(width) * 4);
+      };
+      compact(X, hc * d);
+      compact(pre, hc);
+      for (auto& h : hash)
+        for (int64_t i = 0; i < M; ++i)
+          std::memmove(h.data() + i * engram_.cols, h.data() + kept_rows[size_t(i)] * engram_.cols,
+                       size_t(engram_.cols) * 8);
+      for (int64_t i = 0; i < M; ++i) pos[size_t(i)] = pos[size_t(kept_rows[size_t(i)])];
+      N = M;
+      cur = &kept_chunks;
+      if (N == 0) break;
+    }
+    const std::vector<Chunk>& chunks_l = *cur;
     const LayerWeights& lw = w_.layers[size_t(l)];
     if (lw.has_engram) engram_apply(c_, lw.engram, hash[size_t(c_.engram_index(l))].data(), X.data(), N, act_quant_, pool);
     mhc_mixes(c_, lw.hc_attn, X.data(), N, a_pre.data(), post.data(), comb.data(), mws, pool);
     mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
     kernels::rmsnorm(col.data(), lw.attn_norm.data(), nrm.data(), N, d, float(c_.rms_norm_eps));
-    attention(l, chunks, pos.data(), nrm.data(), N, sh, y.data(), pool);
+    attention(l, chunks_l, pos.data(), nrm.data(), N, sh, y.data(), pool);
     mhc_expand(X.data(), N, hc, d, y.data(), post.data(), comb.data());
     mhc_mixes(c_, lw.hc_ffn, X.data(), N, f_pre.data(), post.data(), comb.data(), mws, pool);
     mhc_collapse(X.data(), N, hc, d, a_pre.data(), col.data());
@@ -563,20 +612,35 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
     mhc_expand(X.data(), N, hc, d, y.data(), post.data(), comb.data());
     pre.swap(f_pre);
   }
+  if (cur == &chunks) {
+    mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
+    kernels::rmsnorm(col.data(), w_.norm.data(), hidden, N, d, float(c_.rms_norm_eps));
+    return;
+  }
+  std::fill(hidden, hidden + N_all * d, std::numeric_limits<float>::quiet_NaN());
+  if (N == 0) return;
   mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
-  kernels::rmsnorm(col.data(), w_.norm.data(), hidden, N, d, float(c_.rms_norm_eps));
+  kernels::rmsnorm(col.data(), w_.norm.data(), nrm.data(), N, d, float(c_.rms_norm_eps));
+  for (int64_t i = 0; i < N; ++i) std::memcpy(hidden + kept_rows[size_t(i)] * d, nrm.data() + i * d, size_t(d) * 4);
 }
 
 void DeepseekV41::logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const {
   kernels::matmul_packed(hidden, rows, w_.head, out, pool);
 }
 
-void DeepseekV41::forward(SeqState& st, const int32_t* tokens, int64_t n, float* out, ThreadPool* pool) const {
+void DeepseekV41::forward(SeqState& st, const int32_t* tokens, int64_t n, float* out, ThreadPool* pool,
+                          int64_t replay_from) const {
   if (n <= 0) return;
   const int64_t cap = int64_t(st.arenas.empty() ? c_.max_position_embeddings : st.arenas[0].block_size);
   if (st.pos + n > cap) fail("sequence state holds ", cap, " positions; ", st.pos + n, " asked");
   std::vector<float> hidden(size_t(n * c_.hidden_size));
-  forward_seq(st.mem(), tokens, n, st.pos, hidden.data(), pool);
+  const SeqMem mem = st.mem();
+  Chunk ch;
+  ch.m = &mem;
+  ch.pos0 = st.pos;
+  ch.n = n;
+  ch.replay_from = replay_from;
+  forward_batch({ch}, tokens, n, hidden.data(), pool);
   if (out) logits(hidden.data(), n, out, pool);
   st.pos += n;
 }

@@ -90,7 +90,12 @@ class DeepseekV41 {
   SeqState new_state(int64_t capacity) const;
   // Runs tokens [n] at positions st.pos .. st.pos + n - 1 and advances st. logits, if not
   // null, receives [n, vocab_size] (every row).
-  void forward(SeqState& st, const int32_t* tokens, int64_t n, float* logits, ThreadPool* pool) const;
+  void forward(SeqState& st, const int32_t* tokens, int64_t n, float* logits, ThreadPool* pool,
+               int64_t replay_from = 0) const;
+  // Tests: run the decoder layers on every row, with only the replay visibility rule (the
+  // rows kept must then equal the skipping computation bit for bit).
+  void set_replay_mask_only(bool on) { replay_mask_only_ = on; }
+  int64_t last_kv_source() const { return last_src_; }
   // The same on any memory: tokens [n] at positions pos0.., the final normalized hidden
   // rows into hidden [n, hidden_size]. pos0 == 0 starts the sequence afresh.
   void forward_seq(const SeqMem& m, const int32_t* tokens, int64_t n, int64_t pos0, float* hidden,
@@ -99,9 +104,16 @@ class DeepseekV41 {
   // positions pos0.. of the sequence in memory m. Every per-token product runs over all
   // rows at once (each row's bits do not depend on the others); attention, compression
   // and indexing run per chunk.
+  //
+  // Decoder bounded replay (DeepInfer's compact prefill, an approximation DeepSeek trains
+  // for): with replay_from > 0, the layers after the last KV source compute only the rows
+  // at positions >= replay_from, and their attention windows see no position before it,
+  // now and in every later step of that sequence. The hidden rows of skipped positions are
+  // NaN. The KV sources' caches are unaffected.
   struct Chunk {
     const SeqMem* m = nullptr;
     int64_t pos0 = 0, n = 0, row0 = 0;
+    int64_t replay_from = 0;
   };
   void forward_batch(const std::vector<Chunk>& chunks, const int32_t* tokens, int64_t rows, float* hidden,
                      ThreadPool* pool) const;
@@ -139,6 +151,8 @@ class DeepseekV41 {
 
   io::DeepseekV41Config c_;
   bool act_quant_ = false;  // ModelConfig::exact_activations (--act-quant fp8)
+  bool replay_mask_only_ = false;
+  int64_t last_src_ = -1;  // the last KV-source layer; later layers are the decoder
   Weights w_;
   std::vector<MoeLayer> moe_;
   EngramLayout engram_;
