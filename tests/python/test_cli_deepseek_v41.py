@@ -74,3 +74,24 @@ def test_replay_and_act_quant_flags(gannet, tmp_path, tiny_models):
     r = gannet(["generate", "--model", str(tiny_models["llama"]), "--prompt", "hi", "--max-tokens", "1",
                 "--no-yoco-replay"], check=False)
     assert r.returncode != 0 and "DeepSeek-V4.1 only" in r.stderr
+
+
+def test_engram_map_from_tokenizer(gannet, tmp_path):
+    """A checkpoint with tokenizer.json hashes Engram n-grams over the tokenizer's compressed
+    map (98,627 keys for the DeepSeek-V3 tokenizer), and a config that disagrees is refused."""
+    import shutil
+    d = tmp_path / "v41"
+    over = {"vocab_size": 129280, "engram_compressed_vocab_size": 98627, "max_position_embeddings": 256}
+    gannet(["make-model", "--arch", "deepseek_v41", "--preset", "tiny", "--out", str(d),
+            "--config-overrides", json.dumps(over)])
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        src = ROOT / "assets" / "tokenizers" / "deepseek-v3" / f
+        if src.exists():
+            shutil.copy(src, d / f)
+    out = gannet(["generate", "--model", str(d), "--prompt", "Hello world", "--max-tokens", "4", "--json"])
+    assert len(json.loads(out.stdout)["token_ids"]) == 4
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["text_config"]["engram_compressed_vocab_size"] = 99092
+    (d / "config.json").write_text(json.dumps(cfg))
+    r = gannet(["generate", "--model", str(d), "--prompt", "Hello", "--max-tokens", "1"], check=False)
+    assert r.returncode != 0 and "98627 distinct keys" in r.stderr and "engram_compressed_vocab_size" in r.stderr

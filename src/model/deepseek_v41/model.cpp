@@ -5,11 +5,15 @@
 #include <cstring>
 #include <limits>
 
+#include <filesystem>
+
 #include "core/error.h"
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "model/deepseek_v41/mhc.h"
+#include "tokenizer/engram_map.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gannet::model::deepseek_v41 {
 
@@ -105,14 +109,27 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
     mc.act_quant_block = act_quant_ ? 32 : 0;
     moe_.emplace_back(mc, lw.moe);
   }
-  // Engram: without a tokenizer-derived map the identity map is the only one that fits a
-  // compressed vocabulary equal to the vocabulary.
+  // Engram's compressed token map comes from the checkpoint's tokenizer; without one, the
+  // identity map is the only one that fits, when the compressed vocabulary is the vocabulary.
   if (!c_.engram_layer_ids.empty()) {
-    if (c_.engram_compressed_vocab_size != c_.vocab_size)
-      fail(ckpt.dir(), ": engram_compressed_vocab_size (", c_.engram_compressed_vocab_size, ") differs from vocab_size (",
-           c_.vocab_size, "): the Engram token map must then come from the tokenizer, which gannet does not build yet");
-    token_map_.resize(static_cast<size_t>(c_.vocab_size));
-    for (int64_t i = 0; i < c_.vocab_size; ++i) token_map_[size_t(i)] = i;
+    const std::filesystem::path tj = std::filesystem::path(ckpt.dir()) / "tokenizer.json";
+    if (std::filesystem::exists(tj)) {
+      const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_dir(ckpt.dir());
+      int64_t keys = 0;
+      token_map_ = tokenizer::engram_compressed_map(tok, &keys);
+      if (keys != c_.engram_compressed_vocab_size)
+        fail(ckpt.dir(), ": the tokenizer's Engram map has ", keys, " distinct keys but engram_compressed_vocab_size is ",
+             c_.engram_compressed_vocab_size, " (every hash would land elsewhere in the tables)");
+      // Ids past the tokenizer's (padded vocabulary rows) hash as the pad token.
+      const int64_t pad = c_.engram_pad_id < int64_t(token_map_.size()) ? token_map_[size_t(c_.engram_pad_id)] : 0;
+      token_map_.resize(static_cast<size_t>(c_.vocab_size), pad);
+    } else {
+      if (c_.engram_compressed_vocab_size != c_.vocab_size)
+        fail(ckpt.dir(), ": engram_compressed_vocab_size (", c_.engram_compressed_vocab_size, ") differs from vocab_size (",
+             c_.vocab_size, ") and there is no tokenizer.json to build the Engram token map from");
+      token_map_.resize(static_cast<size_t>(c_.vocab_size));
+      for (int64_t i = 0; i < c_.vocab_size; ++i) token_map_[size_t(i)] = i;
+    }
     engram_ = make_engram_layout(c_, token_map_);
   }
   rope_main_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.rope_theta, c_.max_position_embeddings);
