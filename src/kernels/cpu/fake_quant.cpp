@@ -1,6 +1,7 @@
 #include "kernels/cpu/fake_quant.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -108,8 +109,25 @@ void pack_fp8_pow2(const float* x, int64_t n, int64_t block, uint8_t* codes, uin
               false);
 }
 
+namespace {
+// Every E4M3 code's value (what fp8_e4m3_to_f32 returns), for the unpacking loops.
+const float* e4m3_table() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[size_t(c)] = fp8_e4m3_to_f32(uint8_t(c));
+    return t;
+  }();
+  return table.data();
+}
+}  // namespace
+
 void unpack_fp8_pow2(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t block, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = fp8_e4m3_to_f32(codes[i]) * e8m0_to_f32(scales[i / block]);
+  const float* t = e4m3_table();
+  for (int64_t b0 = 0; b0 < n; b0 += block) {
+    const float s = e8m0_to_f32(scales[b0 / block]);
+    const int64_t e = std::min(n, b0 + block);
+    for (int64_t i = b0; i < e; ++i) out[i] = t[codes[i]] * s;
+  }
 }
 
 void pack_fp4(const float* x, int64_t n, int64_t block, uint8_t* codes, uint8_t* scales) {
@@ -127,8 +145,9 @@ void pack_fp4_e4m3_scale(const float* x, int64_t n, int64_t block, uint8_t* code
 }
 
 void unpack_fp4_e4m3_scale(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t block, float* out) {
+  const float* t = e4m3_table();
   for (int64_t i = 0; i < n; ++i)
-    out[i] = fp4_e2m1_to_f32(uint8_t((codes[i / 2] >> ((i & 1) * 4)) & 0xf)) * fp8_e4m3_to_f32(scales[i / block]);
+    out[i] = fp4_e2m1_to_f32(uint8_t((codes[i / 2] >> ((i & 1) * 4)) & 0xf)) * t[scales[i / block]];
 }
 
 }  // namespace gannet::kernels

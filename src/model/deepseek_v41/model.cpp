@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/fake_quant.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "model/deepseek_v41/mhc.h"
@@ -425,8 +426,8 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
   // the cache in f32: the ring positions before the chunk, the entries selected.
   std::vector<float> o(size_t(N * H * D), 0.0f);
   const float scale = 1.0f / std::sqrt(float(D));
-  std::vector<const float*> keys;
-  std::vector<float> sc, past(size_t(W * D)), ents;
+  std::vector<float> sc, past(size_t(W * D)), ents, kbuf, sbuf;
+  std::vector<int32_t> ublock, cols;
   std::vector<int32_t> slot_of;  // entry -> row of `ents`, -1 until loaded
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const Chunk& ch = chunks[ci];
@@ -452,33 +453,58 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
           }
     }
     const float* ckv = kv.data() + ch.row0 * D;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t p = pos0 + i;
-      keys.clear();
-      for (int64_t kp = std::max<int64_t>(lo, p - W + 1); kp <= p; ++kp)
-        keys.push_back(kp >= pos0 ? ckv + (kp - pos0) * D : past.data() + (kp % W) * D);
+    // Queries in blocks: the block's keys (its window span, then the union of its queries'
+    // entries) are gathered once and scored with one canonical f32 product; each query
+    // then takes its own keys, in position order then entry order.
+    constexpr int64_t kQB = 16;
+    for (int64_t i0 = 0; i0 < n; i0 += kQB) {
+      const int64_t i1 = std::min(n, i0 + kQB), nq = i1 - i0;
+      const int64_t kmin = std::max<int64_t>(lo, pos0 + i0 - W + 1), kmax = pos0 + i1 - 1;
+      const int64_t nw = std::max<int64_t>(0, kmax - kmin + 1);  // 0: every query before replay_from
+      ublock.clear();
       if (!slot_of.empty())
-        for (int32_t e : sh.topk[size_t(i)])
-          if (e < entries) keys.push_back(ents.data() + int64_t(slot_of[size_t(e)]) * D);
-      sc.resize(keys.size());
-      for (int64_t h = 0; h < H; ++h) {
-        const float* qh = q.data() + ((ch.row0 + i) * H + h) * D;
-        float mx = lw.attn_sink[size_t(h)];
-        for (size_t j = 0; j < keys.size(); ++j) {
-          float dot = 0.0f;
-          for (int64_t c = 0; c < D; ++c) dot += qh[c] * keys[j][c];
-          sc[j] = dot * scale;
-          mx = std::max(mx, sc[j]);
-        }
-        float sum = std::exp(lw.attn_sink[size_t(h)] - mx);
-        for (size_t j = 0; j < keys.size(); ++j) {
-          sc[j] = std::exp(sc[j] - mx);
-          sum += sc[j];
-        }
-        float* oh = o.data() + ((ch.row0 + i) * H + h) * D;
-        for (size_t j = 0; j < keys.size(); ++j) {
-          const float pj = sc[j] / sum;
-          for (int64_t c = 0; c < D; ++c) oh[c] += pj * keys[j][c];
+        for (int64_t i = i0; i < i1; ++i)
+          for (int32_t e : sh.topk[size_t(i)])
+            if (e < entries) ublock.push_back(e);
+      std::sort(ublock.begin(), ublock.end());
+      ublock.erase(std::unique(ublock.begin(), ublock.end()), ublock.end());
+      const int64_t nk = nw + int64_t(ublock.size());
+      kbuf.resize(size_t(nk * D));
+      for (int64_t kp = kmin; kp <= kmax; ++kp)
+        std::memcpy(kbuf.data() + (kp - kmin) * D, kp >= pos0 ? ckv + (kp - pos0) * D : past.data() + (kp % W) * D,
+                    size_t(D) * 4);
+      for (size_t u = 0; u < ublock.size(); ++u)
+        std::memcpy(kbuf.data() + (nw + int64_t(u)) * D, ents.data() + int64_t(slot_of[size_t(ublock[u])]) * D,
+                    size_t(D) * 4);
+      sbuf.resize(size_t(nq * H * nk));
+      kernels::matmul_f32(q.data() + (ch.row0 + i0) * H * D, nq * H, D, kbuf.data(), nk, sbuf.data(), pool);
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t p = pos0 + i;
+        cols.clear();
+        for (int64_t kp = std::max<int64_t>(lo, p - W + 1); kp <= p; ++kp) cols.push_back(int32_t(kp - kmin));
+        if (!slot_of.empty())
+          for (int32_t e : sh.topk[size_t(i)])
+            if (e < entries)
+              cols.push_back(int32_t(nw + (std::lower_bound(ublock.begin(), ublock.end(), e) - ublock.begin())));
+        sc.resize(cols.size());
+        for (int64_t h = 0; h < H; ++h) {
+          const float* srow = sbuf.data() + ((i - i0) * H + h) * nk;
+          float mx = lw.attn_sink[size_t(h)];
+          for (size_t j = 0; j < cols.size(); ++j) {
+            sc[j] = srow[cols[j]] * scale;
+            mx = std::max(mx, sc[j]);
+          }
+          float sum = std::exp(lw.attn_sink[size_t(h)] - mx);
+          for (size_t j = 0; j < cols.size(); ++j) {
+            sc[j] = std::exp(sc[j] - mx);
+            sum += sc[j];
+          }
+          float* oh = o.data() + ((ch.row0 + i) * H + h) * D;
+          for (size_t j = 0; j < cols.size(); ++j) {
+            const float pj = sc[j] / sum;
+            const float* kr = kbuf.data() + int64_t(cols[j]) * D;
+            for (int64_t c = 0; c < D; ++c) oh[c] += pj * kr[c];
+          }
         }
       }
     }
