@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "io/deepseek_v41_config.h"
+#include "io/deepseek_v4_config.h"
 #include "io/json_fields.h"
 
 namespace gannet::io {
@@ -110,6 +111,30 @@ static ModelConfig from_deepseek_v41(const json& j, ModelConfig c, const std::st
   return c;
 }
 
+static ModelConfig from_deepseek_v4(const json& j, ModelConfig c, const std::string& file) {
+  auto v = std::make_shared<const DeepseekV4Config>(parse_deepseek_v4_config(j, file));
+  c.hidden_size = v->hidden_size;
+  c.intermediate_size = v->moe_intermediate_size;
+  c.num_hidden_layers = v->num_hidden_layers;
+  c.num_attention_heads = v->num_attention_heads;
+  c.num_key_value_heads = 1;
+  c.head_dim = v->head_dim;
+  c.vocab_size = v->vocab_size;
+  c.max_position_embeddings = v->max_position_embeddings;
+  c.rms_norm_eps = v->rms_norm_eps;
+  c.rope_theta = v->rope_theta;
+  c.rope_scaling = v->compress_scaling;
+  c.rope_source = "rope_scaling (compressed layers only)";
+  c.quantization.method = WeightQuantization::Method::kFp8Block;
+  c.quantization.block = v->weight_block;
+  c.quantization.pow2_activation_scales = true;
+  c.bos_token_id = v->bos_token_id;
+  c.eos_token_ids = v->eos_token_ids;
+  c.torch_dtype = "bfloat16";
+  c.deepseek_v4 = std::move(v);
+  return c;
+}
+
 ModelConfig parse_model_config(const std::string& text, const std::string& file) {
   json j;
   try {
@@ -125,6 +150,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& file)
   c.architecture = (*arch)[0].get<std::string>();
   if (j.contains("model_type") && j["model_type"].is_string()) c.model_type = j["model_type"];
   if (c.architecture == "DeepseekV41ForCausalLM") return from_deepseek_v41(j, c, file);
+  if (c.architecture == "DeepseekV4ForCausalLM") return from_deepseek_v4(j, c, file);
   // Limits far above any real model, low enough that products cannot overflow.
   c.hidden_size = get_int(j, {"hidden_size", "n_embd", "d_model"}, file, 1 << 20);
   c.intermediate_size = get_int(j, {"intermediate_size", "n_inner", "ffn_dim"}, file, 1 << 22);

@@ -15,6 +15,7 @@
 namespace gannet::io {
 
 struct DeepseekV41Config;
+struct DeepseekV4Config;
 
 enum class HiddenAct { kSilu, kGeluErf, kGeluTanh };
 
@@ -56,6 +57,11 @@ struct ModelConfig {
   // then hold what the engine needs in common terms (hidden_size of the text model,
   // intermediate_size = moe_intermediate_size, ...). Null for other architectures.
   std::shared_ptr<const DeepseekV41Config> deepseek_v41;
+  // DeepseekV4ForCausalLM: its whole config (deepseek_v4_config.h), as for V4.1.
+  std::shared_ptr<const DeepseekV4Config> deepseek_v4;
+  // Not from config.json: DeepSeek-V4's KV / indexer fake quantizations (on, as the
+  // official reference; --no-kv-fake-quant turns them off, as transformers computes).
+  bool kv_fake_quant = true;
 
   // Parameter count implied by the shapes (embeddings counted once when tied).
   int64_t num_parameters() const;

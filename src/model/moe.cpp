@@ -120,7 +120,8 @@ uint64_t MoeWorkspace::capacity_bytes() const {
          b(row_weight_) + b(xg_) + b(xq_) + b(gate_) + b(up_) + b(out_) + b(groups_) + b(items_) + b(cost_);
 }
 
-void MoeLayer::route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace& ws, ThreadPool* pool) const {
+void MoeLayer::route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace& ws, ThreadPool* pool,
+                         const int32_t* forced_ids) const {
   const int64_t T = n_tokens, E = cfg_.n_experts, K = cfg_.top_k;
   GANNET_CHECK(T >= 0);
   ws.reserve(*this, T);
@@ -150,12 +151,20 @@ void MoeLayer::route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace
     // only of strictly smaller values and enters a full list only when strictly larger
     // than its last, so of equal values the lower id wins.
     int64_t n = 0;
-    for (int64_t e = 0; e < E; ++e) {
-      const float v = sel[e];
-      if (n == K && !(v > sel[top[K - 1]])) continue;
-      int64_t p = n < K ? n++ : K - 1;
-      for (; p > 0 && sel[top[p - 1]] < v; --p) top[p] = top[p - 1];
-      top[p] = int32_t(e);
+    if (forced_ids) {
+      for (int64_t i = 0; i < K; ++i) {
+        const int32_t e = forced_ids[t * K + i];
+        GANNET_CHECK(e >= 0 && e < E, "forced expert id ", e, " of ", E);
+        top[i] = e;
+      }
+    } else {
+      for (int64_t e = 0; e < E; ++e) {
+        const float v = sel[e];
+        if (n == K && !(v > sel[top[K - 1]])) continue;
+        int64_t p = n < K ? n++ : K - 1;
+        for (; p > 0 && sel[top[p - 1]] < v; --p) top[p] = top[p - 1];
+        top[p] = int32_t(e);
+      }
     }
     for (int64_t i = 0; i < K; ++i) chosen[top[i]] = 1;
     int32_t* ids = ws.ids_.data() + t * K;
@@ -262,13 +271,13 @@ void MoeLayer::run_items(Isa isa, MoeWorkspace& ws, ThreadPool* pool, bool down)
       1);
 }
 
-void MoeLayer::forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws,
-                           ThreadPool* pool) const {
+void MoeLayer::forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
+                           const int32_t* forced_ids) const {
   const int64_t T = n_tokens, E = cfg_.n_experts, K = cfg_.top_k, S = cfg_.n_shared, H = cfg_.hidden;
   GANNET_CHECK(T >= 0);
   if (T == 0) return;
   GANNET_CHECK(x + T * H <= y || y + T * H <= x, "MoE output must not alias its input");
-  route_isa(isa, x, T, ws, pool);  // also reserves ws for T tokens
+  route_isa(isa, x, T, ws, pool, forced_ids);  // also reserves ws for T tokens
 
   // Group the (token, expert) pairs by expert, tokens in increasing order within each.
   int64_t* count = ws.count_.data();
@@ -325,8 +334,9 @@ void MoeLayer::forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, 
   else pool->parallel_for(T, combine, 1);
 }
 
-void MoeLayer::forward(const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool) const {
-  forward_isa(active_isa(), x, n_tokens, y, ws, pool);
+void MoeLayer::forward(const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
+                       const int32_t* forced_ids) const {
+  forward_isa(active_isa(), x, n_tokens, y, ws, pool, forced_ids);
 }
 
 }  // namespace gannet::model

@@ -144,11 +144,16 @@ class MoeLayer {
   int64_t shared_inter() const { return shared_inter_; }  // 0 without shared experts
 
   // y[T, hidden] = MoE(x[T, hidden]); pool may be nullptr. y must not alias x.
-  void forward(const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool) const;
-  void forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool) const;
+  // forced_ids [T, top_k], if given, replace step 3's selection (hash routing: DeepSeek-V4's
+  // first layers pick experts by token id); the weights still come from the scores.
+  void forward(const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
+               const int32_t* forced_ids = nullptr) const;
+  void forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
+                   const int32_t* forced_ids = nullptr) const;
 
   // Steps 1-4 only: fills ws.expert_ids() / ws.expert_weights().
-  void route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace& ws, ThreadPool* pool) const;
+  void route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace& ws, ThreadPool* pool,
+                 const int32_t* forced_ids = nullptr) const;
 
  private:
   void run_items(Isa isa, MoeWorkspace& ws, ThreadPool* pool, bool down) const;

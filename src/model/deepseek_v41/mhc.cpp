@@ -12,14 +12,41 @@ namespace {
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
+MhcParams mhc_params(const io::DeepseekV41Config& c) {
+  MhcParams p;
+  p.hc = c.hc_mult;
+  p.d = c.hidden_size;
+  p.sinkhorn_iters = c.hc_sinkhorn_iters;
+  p.hc_eps = float(c.hc_eps);
+  p.norm_eps = float(c.rms_norm_eps);
+  return p;
+}
+
 void mhc_mixes(const io::DeepseekV41Config& c, const MhcSite& site, const float* X, int64_t n, float* pre,
                float* post, float* comb, MhcWorkspace& ws, ThreadPool* pool) {
-  const int64_t hc = c.hc_mult, d = c.hidden_size, m = (2 + hc) * hc;
-  const float eps = float(c.hc_eps);
+  mhc_mixes(mhc_params(c), site, X, n, pre, post, comb, ws, pool);
+}
+
+void mhc_head(const MhcParams& p, const MhcSite& site, const float* X, int64_t n, float* pre, MhcWorkspace& ws,
+              ThreadPool* pool) {
+  const int64_t hc = p.hc, d = p.d;
+  ws.flat.resize(size_t(n * hc * d));
+  ws.mixes.resize(size_t(n * hc));
+  kernels::rmsnorm(X, nullptr, ws.flat.data(), n, hc * d, p.norm_eps);
+  kernels::matmul_packed(ws.flat.data(), n, site.fn, ws.mixes.data(), pool);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t k = 0; k < hc; ++k)
+      pre[t * hc + k] = sigmoid(ws.mixes[size_t(t * hc + k)] * site.scale[0] + site.base[size_t(k)]) + p.hc_eps;
+}
+
+void mhc_mixes(const MhcParams& c, const MhcSite& site, const float* X, int64_t n, float* pre, float* post,
+               float* comb, MhcWorkspace& ws, ThreadPool* pool) {
+  const int64_t hc = c.hc, d = c.d, m = (2 + hc) * hc;
+  const float eps = c.hc_eps;
   ws.flat.resize(size_t(n * hc * d));
   ws.mixes.resize(size_t(n * m));
   // One RMS statistic over all hc * d values of a token, then the projection.
-  kernels::rmsnorm(X, nullptr, ws.flat.data(), n, hc * d, float(c.rms_norm_eps));
+  kernels::rmsnorm(X, nullptr, ws.flat.data(), n, hc * d, c.norm_eps);
   kernels::matmul_packed(ws.flat.data(), n, site.fn, ws.mixes.data(), pool);
   const float* b = site.base.data();
   const float* s = site.scale.data();
@@ -59,7 +86,7 @@ void mhc_mixes(const io::DeepseekV41Config& c, const MhcSite& site, const float*
       }
     };
     cols();
-    for (int64_t it = 1; it < c.hc_sinkhorn_iters; ++it) {
+    for (int64_t it = 1; it < c.sinkhorn_iters; ++it) {
       rows();
       cols();
     }

@@ -124,28 +124,7 @@ class Loader {
  public:
   Loader(const io::DeepseekV41Config& c, const io::Checkpoint& ck) : c_(c), ck_(ck) {}
 
-  // A small tensor of `shape` as f32 (F32, BF16 or F16 storage).
-  std::vector<float> vec(const std::string& name, const std::vector<int64_t>& shape) {
-    const io::TensorRef t = ck_.get(name, shape);
-    const int64_t n = t.info->numel();
-    std::vector<float> out(static_cast<size_t>(n));
-    switch (t.info->dtype) {
-      case DType::F32:
-        for (int64_t i = 0; i < n; ++i) std::memcpy(&out[size_t(i)], t.data + 4 * i, 4);
-        break;
-      case DType::BF16:
-      case DType::F16:
-        for (int64_t i = 0; i < n; ++i) {
-          uint16_t h;
-          std::memcpy(&h, t.data + 2 * i, 2);
-          out[size_t(i)] = t.info->dtype == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-        }
-        break;
-      default:
-        fail(ck_.dir(), ": tensor '", name, "' is ", dtype_name(t.info->dtype), ", expected F32, BF16 or F16");
-    }
-    return out;
-  }
+  std::vector<float> vec(const std::string& name, const std::vector<int64_t>& shape) { return load_f32(ck_, name, shape); }
 
   PackedWeight lin(const std::string& name, int64_t n, int64_t k) {
     return load_packed_weight(ck_, name, n, k, c_.weight_block);
@@ -209,6 +188,28 @@ void check_names(const io::DeepseekV41Config& c, const io::Checkpoint& ck, int64
 }
 
 }  // namespace
+
+std::vector<float> load_f32(const io::Checkpoint& ck, const std::string& name, const std::vector<int64_t>& shape) {
+  const io::TensorRef t = ck.get(name, shape);
+  const int64_t n = t.info->numel();
+  std::vector<float> out(static_cast<size_t>(n));
+  switch (t.info->dtype) {
+    case DType::F32:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(&out[size_t(i)], t.data + 4 * i, 4);
+      break;
+    case DType::BF16:
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, t.data + 2 * i, 2);
+        out[size_t(i)] = t.info->dtype == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+      }
+      break;
+    default:
+      fail(ck.dir(), ": tensor '", name, "' is ", dtype_name(t.info->dtype), ", expected F32, BF16 or F16");
+  }
+  return out;
+}
 
 Weights load_weights(const io::DeepseekV41Config& c, const io::Checkpoint& ck) {
   Weights W;

@@ -67,6 +67,9 @@ struct TensorPlan {
 };
 std::vector<TensorPlan> tensor_plan(const io::DeepseekV41Config& cfg);
 
+// A small tensor of `shape` (F32, BF16 or F16 storage) as f32; errors name the tensor.
+std::vector<float> load_f32(const io::Checkpoint& ckpt, const std::string& name, const std::vector<int64_t>& shape);
+
 // Loads and checks every tensor: names (every missing or unexpected tensor is reported
 // in one error), dtypes, shapes and scale shapes.
 Weights load_weights(const io::DeepseekV41Config& cfg, const io::Checkpoint& ckpt);

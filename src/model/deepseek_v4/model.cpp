@@ -1,0 +1,495 @@
+#include "model/deepseek_v4/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "kernels/cpu/fake_quant.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "model/deepseek_v41/mhc.h"
+#include "model/packed_weight_loader.h"
+
+namespace gannet::model::deepseek_v4 {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+kernels::RopeScalingParams to_kernel(const io::RopeScaling& r) {
+  kernels::RopeScalingParams s;
+  s.kind = r.kind == io::RopeScaling::Kind::kYarn     ? kernels::RopeScalingKind::kYarn
+           : r.kind == io::RopeScaling::Kind::kLinear ? kernels::RopeScalingKind::kLinear
+           : r.kind == io::RopeScaling::Kind::kLlama3 ? kernels::RopeScalingKind::kLlama3
+                                                      : kernels::RopeScalingKind::kNone;
+  s.factor = r.factor;
+  s.low_freq_factor = r.low_freq_factor;
+  s.high_freq_factor = r.high_freq_factor;
+  s.original_max_position_embeddings = r.original_max_position_embeddings;
+  s.beta_fast = r.beta_fast;
+  s.beta_slow = r.beta_slow;
+  s.mscale = r.mscale;
+  s.mscale_all_dim = r.mscale_all_dim;
+  s.attention_factor = r.attention_factor;
+  s.truncate = r.truncate;
+  return s;
+}
+
+deepseek_v41::MhcParams mhc_params(const io::DeepseekV4Config& c) {
+  deepseek_v41::MhcParams p;
+  p.hc = c.hc_mult;
+  p.d = c.hidden_size;
+  p.sinkhorn_iters = c.hc_sinkhorn_iters;
+  p.hc_eps = float(c.hc_eps);
+  p.norm_eps = float(c.rms_norm_eps);
+  return p;
+}
+
+// In-place Sylvester (natural order) Walsh-Hadamard transform of x [n], times 1/sqrt(n).
+void hadamard(float* x, int64_t n) {
+  for (int64_t h = 1; h < n; h *= 2)
+    for (int64_t i = 0; i < n; i += 2 * h)
+      for (int64_t j = i; j < i + h; ++j) {
+        const float a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+  const float s = 1.0f / std::sqrt(float(n));
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) idx[size_t(i)] = int32_t(i);
+  k = std::min(k, n);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+  });
+  idx.resize(size_t(k));
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+std::string L(int64_t i) { return "layers." + std::to_string(i) + "."; }
+
+}  // namespace
+
+DeepseekV4::DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ck) {
+  GANNET_CHECK(cfg.deepseek_v4 != nullptr, "DeepseekV4 needs a parsed DeepSeek-V4 config");
+  c_ = *cfg.deepseek_v4;
+  fake_quant_ = cfg.kv_fake_quant;
+  if (cfg.exact_activations) fail(ck.dir(), ": --exact-activations is not implemented for DeepSeek-V4 yet");
+  const int64_t d = c_.hidden_size, hc = c_.hc_mult, D = c_.head_dim, H = c_.num_attention_heads;
+  const int64_t mix = (2 + hc) * hc, E = c_.n_routed_experts, inter = c_.moe_intermediate_size;
+  const int64_t idh = c_.index_head_dim, nih = c_.index_n_heads;
+  // The names the config implies (scales with their linears); every other backbone name
+  // is unexpected, and all differences are reported at once.
+  std::set<std::string> want = {"embed.weight", "head.weight", "norm.weight", "hc_head_fn", "hc_head_base",
+                                "hc_head_scale"};
+  auto lin_names = [&](const std::string& s) {
+    want.insert(s + ".weight");
+    want.insert(s + ".scale");
+  };
+  for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+    const std::string p = L(i);
+    for (const char* n : {"attn_norm.weight", "ffn_norm.weight", "hc_attn_fn", "hc_attn_base", "hc_attn_scale",
+                          "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", "attn.q_norm.weight", "attn.kv_norm.weight",
+                          "attn.attn_sink", "ffn.gate.weight"})
+      want.insert(p + n);
+    for (const char* n : {"attn.wq_a", "attn.wq_b", "attn.wkv", "attn.wo_a", "attn.wo_b"}) lin_names(p + n);
+    want.insert(p + (i < c_.num_hash_layers ? "ffn.gate.tid2eid" : "ffn.gate.bias"));
+    for (const char* w : {"w1", "w2", "w3"}) lin_names(p + "ffn.shared_experts." + w);
+    for (int64_t e = 0; e < E; ++e)
+      for (const char* w : {"w1", "w2", "w3"}) lin_names(p + "ffn.experts." + std::to_string(e) + "." + w);
+    const int64_t r = c_.compress_ratios[size_t(i)];
+    if (r > 0)
+      for (const char* n : {"attn.compressor.wkv.weight", "attn.compressor.wgate.weight", "attn.compressor.ape",
+                            "attn.compressor.norm.weight"})
+        want.insert(p + n);
+    if (r == 4) {
+      lin_names(p + "attn.indexer.wq_b");
+      for (const char* n : {"attn.indexer.weights_proj.weight", "attn.indexer.compressor.wkv.weight",
+                            "attn.indexer.compressor.wgate.weight", "attn.indexer.compressor.ape",
+                            "attn.indexer.compressor.norm.weight"})
+        want.insert(p + n);
+    }
+  }
+  {
+    std::vector<std::string> missing, unexpected;
+    for (const std::string& n : want)
+      if (!ck.has(n)) missing.push_back(n);
+    for (const std::string& n : ck.names()) {
+      if (want.count(n)) continue;
+      if (n.rfind("mtp.", 0) == 0) ++mtp_tensors_;
+      else unexpected.push_back(n);
+    }
+    if (!missing.empty() || !unexpected.empty()) {
+      std::ostringstream os;
+      for (auto [what, v] : {std::pair<const char*, std::vector<std::string>*>{"missing", &missing}, {"unexpected", &unexpected}}) {
+        if (v->empty()) continue;
+        os << "\n  " << v->size() << " " << what << ":";
+        for (size_t k = 0; k < v->size() && k < 40; ++k) os << " " << (*v)[k];
+      }
+      fail(ck.dir(), ": the checkpoint does not match config.json (DeepseekV4ForCausalLM)", os.str());
+    }
+  }
+  auto vec = [&](const std::string& n, std::vector<int64_t> shape) { return deepseek_v41::load_f32(ck, n, shape); };
+  auto lin = [&](const std::string& n, int64_t rows, int64_t cols) {
+    return load_packed_weight(ck, n, rows, cols, c_.weight_block);
+  };
+  auto plain = [&](const std::string& n, int64_t rows, int64_t cols) { return load_packed_weight(ck, n, rows, cols); };
+  embed_ = plain("embed.weight", c_.vocab_size, d);
+  head_ = plain("head.weight", c_.vocab_size, d);
+  norm_ = vec("norm.weight", {d});
+  hc_head_.fn = plain("hc_head_fn", hc, hc * d);
+  hc_head_.base = vec("hc_head_base", {hc});
+  hc_head_.scale = vec("hc_head_scale", {1});
+  auto comp = [&](const std::string& s, int64_t width, int64_t ratio, bool overlap) {
+    Compressor cp;
+    const int64_t w2 = overlap ? 2 * width : width;
+    cp.wkv = plain(s + ".wkv.weight", w2, d);
+    cp.wgate = plain(s + ".wgate.weight", w2, d);
+    cp.ape = vec(s + ".ape", {ratio, w2});
+    cp.norm = vec(s + ".norm.weight", {width});
+    cp.width = width;
+    cp.overlap = overlap;
+    return cp;
+  };
+  for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+    const std::string p = L(i);
+    Layer ly;
+    for (auto [site, nm] : {std::pair<deepseek_v41::MhcSite*, const char*>{&ly.hc_attn, "attn"}, {&ly.hc_ffn, "ffn"}}) {
+      site->fn = plain(p + "hc_" + nm + "_fn", mix, hc * d);
+      site->base = vec(p + "hc_" + nm + "_base", {mix});
+      site->scale = vec(p + "hc_" + nm + "_scale", {3});
+    }
+    ly.attn_norm = vec(p + "attn_norm.weight", {d});
+    ly.ffn_norm = vec(p + "ffn_norm.weight", {d});
+    ly.wq_a = lin(p + "attn.wq_a.weight", c_.q_lora_rank, d);
+    ly.q_norm = vec(p + "attn.q_norm.weight", {c_.q_lora_rank});
+    ly.wq_b = lin(p + "attn.wq_b.weight", H * D, c_.q_lora_rank);
+    ly.wkv = lin(p + "attn.wkv.weight", D, d);
+    ly.kv_norm = vec(p + "attn.kv_norm.weight", {D});
+    ly.wo_a = lin(p + "attn.wo_a.weight", c_.o_groups * c_.o_lora_rank, H * D / c_.o_groups);
+    ly.wo_b = lin(p + "attn.wo_b.weight", d, c_.o_groups * c_.o_lora_rank);
+    ly.sink = vec(p + "attn.attn_sink", {H});
+    if (c_.o_lora_rank % ly.wo_a.block_n)
+      fail(ck.dir(), ": o_lora_rank (", c_.o_lora_rank, ") is not a multiple of the wo_a scale block");
+    ly.ratio = c_.compress_ratios[size_t(i)];
+    if (ly.ratio > 0) ly.comp = comp(p + "attn.compressor", D, ly.ratio, ly.ratio == 4);
+    if (ly.ratio == 4) {
+      ly.idx_comp = comp(p + "attn.indexer.compressor", idh, 4, true);
+      ly.idx_wq_b = lin(p + "attn.indexer.wq_b.weight", nih * idh, c_.q_lora_rank);
+      ly.idx_weights = plain(p + "attn.indexer.weights_proj.weight", nih, d);
+    }
+    MoeWeights mw;
+    mw.router = plain(p + "ffn.gate.weight", E, d);
+    if (i < c_.num_hash_layers) {
+      const io::TensorRef t = ck.get(p + "ffn.gate.tid2eid", {c_.vocab_size, c_.num_experts_per_tok});
+      if (t.info->dtype != DType::I64 && t.info->dtype != DType::I32)
+        fail(ck.dir(), ": '", p, "ffn.gate.tid2eid' must be I64 or I32");
+      ly.tid2eid.resize(size_t(c_.vocab_size * c_.num_experts_per_tok));
+      for (size_t k = 0; k < ly.tid2eid.size(); ++k) {
+        int64_t v;
+        if (t.info->dtype == DType::I64) std::memcpy(&v, t.data + 8 * k, 8);
+        else {
+          int32_t v32;
+          std::memcpy(&v32, t.data + 4 * k, 4);
+          v = v32;
+        }
+        if (v < 0 || v >= E) fail(ck.dir(), ": '", p, "ffn.gate.tid2eid' holds expert ", v, " of ", E);
+        ly.tid2eid[k] = int32_t(v);
+      }
+      for (int64_t tk = 0; tk < c_.vocab_size; ++tk) {  // the experts of a token are distinct
+        std::vector<int32_t> row(ly.tid2eid.begin() + tk * c_.num_experts_per_tok,
+                                 ly.tid2eid.begin() + (tk + 1) * c_.num_experts_per_tok);
+        std::sort(row.begin(), row.end());
+        if (std::adjacent_find(row.begin(), row.end()) != row.end())
+          fail(ck.dir(), ": '", p, "ffn.gate.tid2eid' routes token ", tk, " to the same expert twice");
+      }
+    } else {
+      mw.selection_bias = vec(p + "ffn.gate.bias", {E});
+    }
+    auto expert = [&](const std::string& s) {
+      MoeExpert e;
+      e.w1 = lin(s + ".w1.weight", inter, d);
+      e.w3 = lin(s + ".w3.weight", inter, d);
+      e.w2 = lin(s + ".w2.weight", d, inter);
+      return e;
+    };
+    for (int64_t e = 0; e < E; ++e) mw.experts.push_back(expert(p + "ffn.experts." + std::to_string(e)));
+    mw.shared.push_back(expert(p + "ffn.shared_experts"));
+    MoeConfig mc;
+    mc.hidden = d;
+    mc.n_experts = E;
+    mc.top_k = c_.num_experts_per_tok;
+    mc.n_shared = 1;
+    mc.scoring = c_.scoring_func == "softmax" ? MoeScoring::kSoftmax
+                 : c_.scoring_func == "sigmoid" ? MoeScoring::kSigmoid
+                                                : MoeScoring::kSqrtSoftplus;
+    mc.norm_topk_prob = c_.norm_topk_prob;
+    mc.routed_scaling_factor = float(c_.routed_scaling_factor);
+    mc.swiglu_limit = float(c_.swiglu_limit);
+    moe_.emplace_back(mc, std::move(mw));
+    layers_.push_back(std::move(ly));
+  }
+  if (c_.n_shared_experts != 1) fail(ck.dir(), ": n_shared_experts must be 1 for DeepSeek-V4");
+  rope_main_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.rope_theta, c_.max_position_embeddings);
+  rope_compress_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.compress_rope_theta, c_.max_position_embeddings,
+                                      to_kernel(c_.compress_scaling));
+}
+
+SeqState DeepseekV4::new_state() const {
+  SeqState st;
+  st.layers.resize(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    LayerState& s = st.layers[l];
+    const Layer& ly = layers_[l];
+    s.window.assign(size_t(c_.sliding_window * c_.head_dim), 0.0f);
+    if (ly.ratio > 0) {
+      const int64_t slots = ly.comp.overlap ? 2 * ly.ratio : ly.ratio, w = ly.comp.overlap ? 2 * ly.comp.width : ly.comp.width;
+      s.ring_kv.assign(size_t(slots * w), 0.0f);
+      s.ring_gate.assign(size_t(slots * w), 0.0f);
+    }
+    if (ly.ratio == 4) {
+      s.iring_kv.assign(size_t(8 * 2 * ly.idx_comp.width), 0.0f);
+      s.iring_gate.assign(size_t(8 * 2 * ly.idx_comp.width), 0.0f);
+    }
+  }
+  return st;
+}
+
+std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const float* a, int64_t n, int64_t pos0,
+                                        std::vector<float>& ring_kv, std::vector<float>& ring_gate, int64_t* first,
+                                        ThreadPool* pool) const {
+  const int64_t W = cp.width, w2 = cp.overlap ? 2 * W : W, slots = cp.overlap ? 2 * m : m;
+  std::vector<float> kv(size_t(n * w2)), gate(size_t(n * w2));
+  kernels::matmul_packed(a, n, cp.wkv, kv.data(), pool);
+  kernels::matmul_packed(a, n, cp.wgate, gate.data(), pool);
+  std::vector<float> pooled;
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = pos0 + i, slot = p % slots;
+    for (int64_t c = 0; c < w2; ++c) gate[size_t(i * w2 + c)] += cp.ape[size_t((p % m) * w2 + c)];
+    std::memcpy(ring_kv.data() + slot * w2, kv.data() + i * w2, size_t(w2) * 4);
+    std::memcpy(ring_gate.data() + slot * w2, gate.data() + i * w2, size_t(w2) * 4);
+    if ((p + 1) % m) continue;
+    const int64_t g = p / m;  // the group [g m, g m + m) closes
+    pooled.resize(pooled.size() + size_t(W));
+    float* out = pooled.data() + pooled.size() - size_t(W);
+    // Slots: the previous group's first halves (overlap, g > 0), then this group's (second
+    // halves when overlapping).
+    for (int64_t c = 0; c < W; ++c) {
+      float gv[16], kvv[16];
+      int64_t ns = 0;
+      if (cp.overlap && g > 0)
+        for (int64_t j = 0; j < m; ++j) {
+          const int64_t s = ((g - 1) * m + j) % slots;
+          gv[ns] = ring_gate[size_t(s * w2 + c)];
+          kvv[ns++] = ring_kv[size_t(s * w2 + c)];
+        }
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t s = (g * m + j) % slots, off = cp.overlap ? W : 0;
+        gv[ns] = ring_gate[size_t(s * w2 + off + c)];
+        kvv[ns++] = ring_kv[size_t(s * w2 + off + c)];
+      }
+      float mx = kNegInf;
+      for (int64_t j = 0; j < ns; ++j) mx = std::max(mx, gv[j]);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < ns; ++j) sum += (gv[j] = std::exp(gv[j] - mx));
+      float acc = 0.0f;
+      for (int64_t j = 0; j < ns; ++j) acc += (gv[j] / sum) * kvv[j];
+      out[c] = acc;
+    }
+    ids.push_back(g);
+  }
+  const int64_t groups = int64_t(ids.size());
+  *first = groups ? ids[0] : 0;
+  std::vector<float> out(pooled.size());
+  if (!groups) return out;
+  kernels::rmsnorm(pooled.data(), cp.norm.data(), out.data(), groups, W, float(c_.rms_norm_eps));
+  std::vector<int32_t> pos(static_cast<size_t>(groups));
+  for (int64_t g = 0; g < groups; ++g) pos[size_t(g)] = int32_t(ids[size_t(g)] * m);
+  kernels::apply_rope(out.data(), groups, 1, int(W), pos.data(), rope_compress_, true, int(W - c_.qk_rope_head_dim));
+  return out;
+}
+
+void DeepseekV4::attention(int64_t l, SeqState& st, const float* a, int64_t n, float* out, ThreadPool* pool) const {
+  const Layer& ly = layers_[size_t(l)];
+  LayerState& ls = st.layers[size_t(l)];
+  const int64_t D = c_.head_dim, H = c_.num_attention_heads, R = c_.qk_rope_head_dim, W = c_.sliding_window;
+  const int64_t pos0 = st.pos, ratio = ly.ratio;
+  const float eps = float(c_.rms_norm_eps);
+  const kernels::RopeTable& rope = ratio ? rope_compress_ : rope_main_;
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(pos0 + i);
+  std::vector<float> qa(size_t(n * c_.q_lora_rank)), qr(qa.size()), q(size_t(n * H * D));
+  kernels::matmul_packed(a, n, ly.wq_a, qa.data(), pool);
+  kernels::rmsnorm(qa.data(), ly.q_norm.data(), qr.data(), n, c_.q_lora_rank, eps);
+  kernels::matmul_packed(qr.data(), n, ly.wq_b, q.data(), pool);
+  kernels::rmsnorm(q.data(), nullptr, q.data(), n * H, D, eps);  // per head, unweighted
+  kernels::apply_rope(q.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R));
+  std::vector<float> kv0(size_t(n * D)), kv(size_t(n * D));
+  kernels::matmul_packed(a, n, ly.wkv, kv0.data(), pool);
+  kernels::rmsnorm(kv0.data(), ly.kv_norm.data(), kv.data(), n, D, eps);
+  kernels::apply_rope(kv.data(), n, 1, int(D), pos.data(), rope, true, int(D - R));
+  const bool fq_nope = fake_quant_ && (D - R) % 64 == 0;
+  if (fq_nope)
+    for (int64_t i = 0; i < n; ++i) kernels::fake_quant_fp8(kv.data() + i * D, D - R, 64, true);
+
+  // Compressed entries of this layer; the indexer's keys and each query's selection.
+  std::vector<std::vector<int32_t>> sel(static_cast<size_t>(n));
+  if (ratio > 0) {
+    int64_t first = 0;
+    std::vector<float> e = compress(ly.comp, ratio, a, n, pos0, ls.ring_kv, ls.ring_gate, &first, pool);
+    const int64_t ng = int64_t(e.size()) / D;
+    if (fq_nope)
+      for (int64_t g = 0; g < ng; ++g) kernels::fake_quant_fp8(e.data() + g * D, D - R, 64, true);
+    ls.entries.insert(ls.entries.end(), e.begin(), e.end());
+    const int64_t E = int64_t(ls.entries.size()) / D;
+    if (ratio == 4) {
+      const int64_t idh = c_.index_head_dim, nih = c_.index_n_heads;
+      std::vector<float> k = compress(ly.idx_comp, 4, a, n, pos0, ls.iring_kv, ls.iring_gate, &first, pool);
+      const int64_t nk = int64_t(k.size()) / idh;
+      const bool fq_idx = fake_quant_ && idh % 32 == 0 && (idh & (idh - 1)) == 0;
+      for (int64_t g = 0; g < nk && fq_idx; ++g) {
+        hadamard(k.data() + g * idh, idh);
+        kernels::fake_quant_fp4(k.data() + g * idh, idh, 32);
+      }
+      ls.keys.insert(ls.keys.end(), k.begin(), k.end());
+      std::vector<float> iq(size_t(n * nih * idh)), iw(size_t(n * nih));
+      kernels::matmul_packed(qr.data(), n, ly.idx_wq_b, iq.data(), pool);
+      kernels::apply_rope(iq.data(), n, int(nih), int(idh), pos.data(), rope_compress_, true, int(idh - R));
+      for (int64_t r = 0; r < n * nih && fq_idx; ++r) {
+        hadamard(iq.data() + r * idh, idh);
+        kernels::fake_quant_fp4(iq.data() + r * idh, idh, 32);
+      }
+      kernels::matmul_packed(a, n, ly.idx_weights, iw.data(), pool);
+      const float ss = 1.0f / std::sqrt(float(idh)), hs = 1.0f / std::sqrt(float(nih));
+      std::vector<float> sc(static_cast<size_t>(E));
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t visible = (pos0 + i + 1) / 4;
+        for (int64_t e2 = 0; e2 < E; ++e2) {
+          if (e2 >= visible) {
+            sc[size_t(e2)] = kNegInf;
+            continue;
+          }
+          float s = 0.0f;
+          for (int64_t h = 0; h < nih; ++h) {
+            const float* qh = iq.data() + (i * nih + h) * idh;
+            const float* ke = ls.keys.data() + e2 * idh;
+            float dot = 0.0f;
+            for (int64_t c = 0; c < idh; ++c) dot += qh[c] * ke[c];
+            s += (std::max(dot, 0.0f) * ss) * (iw[size_t(i * nih + h)] * hs);
+          }
+          sc[size_t(e2)] = s;
+        }
+        for (int32_t e2 : top_k(sc.data(), E, c_.index_topk))
+          if (sc[size_t(e2)] > kNegInf) sel[size_t(i)].push_back(e2);
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t e2 = 0; e2 < std::min<int64_t>(E, (pos0 + i + 1) / ratio); ++e2) sel[size_t(i)].push_back(int32_t(e2));
+    }
+  }
+
+  std::vector<float> o(size_t(n * H * D), 0.0f), kbuf, sbuf, sc;
+  const float scale = 1.0f / std::sqrt(float(D));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = pos0 + i;
+    int64_t nk = 0;
+    kbuf.clear();
+    for (int64_t kp = std::max<int64_t>(0, p - W + 1); kp <= p; ++kp, ++nk) {
+      const float* src = kp >= pos0 ? kv.data() + (kp - pos0) * D : ls.window.data() + (kp % W) * D;
+      kbuf.insert(kbuf.end(), src, src + D);
+    }
+    for (int32_t e2 : sel[size_t(i)]) {
+      kbuf.insert(kbuf.end(), ls.entries.begin() + int64_t(e2) * D, ls.entries.begin() + (int64_t(e2) + 1) * D);
+      ++nk;
+    }
+    sbuf.resize(size_t(H * nk));
+    kernels::matmul_f32(q.data() + i * H * D, H, D, kbuf.data(), nk, sbuf.data(), nullptr);
+    sc.resize(size_t(nk));
+    for (int64_t h = 0; h < H; ++h) {
+      float mx = ly.sink[size_t(h)];
+      for (int64_t j = 0; j < nk; ++j) mx = std::max(mx, sc[size_t(j)] = sbuf[size_t(h * nk + j)] * scale);
+      float sum = std::exp(ly.sink[size_t(h)] - mx);
+      for (int64_t j = 0; j < nk; ++j) sum += (sc[size_t(j)] = std::exp(sc[size_t(j)] - mx));
+      float* oh = o.data() + (i * H + h) * D;
+      for (int64_t j = 0; j < nk; ++j) {
+        const float pj = sc[size_t(j)] / sum;
+        const float* kr = kbuf.data() + j * D;
+        for (int64_t c = 0; c < D; ++c) oh[c] += pj * kr[c];
+      }
+    }
+  }
+  for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
+    std::memcpy(ls.window.data() + ((pos0 + i) % W) * D, kv.data() + i * D, size_t(D) * 4);
+  kernels::apply_rope(o.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R), /*inverse=*/true);
+  const int64_t G = c_.o_groups, gin = H / G * D, olr = c_.o_lora_rank;
+  std::vector<float> og(size_t(n * gin)), zg(size_t(n * olr)), z(size_t(n * G * olr));
+  for (int64_t g = 0; g < G; ++g) {
+    kernels::PackedWeight wg = ly.wo_a;
+    wg.n = olr;
+    wg.data = static_cast<const uint8_t*>(ly.wo_a.data) + g * olr * ly.wo_a.row_bytes();
+    if (wg.scales)
+      wg.scales = static_cast<const uint8_t*>(ly.wo_a.scales) +
+                  (g * olr / ly.wo_a.block_n) * ly.wo_a.scale_cols() * int64_t(dtype_size(ly.wo_a.scale_dtype));
+    for (int64_t i = 0; i < n; ++i) std::memcpy(og.data() + i * gin, o.data() + i * H * D + g * gin, size_t(gin) * 4);
+    kernels::matmul_packed(og.data(), n, wg, zg.data(), pool);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(z.data() + i * G * olr + g * olr, zg.data() + i * olr, size_t(olr) * 4);
+  }
+  kernels::matmul_packed(z.data(), n, ly.wo_b, out, pool);
+}
+
+void DeepseekV4::forward(SeqState& st, const int32_t* tokens, int64_t n, float* logits, ThreadPool* pool) const {
+  if (n <= 0) return;
+  const int64_t d = c_.hidden_size, hc = c_.hc_mult, K = c_.num_experts_per_tok;
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
+      fail("token id ", tokens[i], " is outside the vocabulary (", c_.vocab_size, ")");
+  if (st.pos + n > c_.max_position_embeddings)
+    fail("positions up to ", st.pos + n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
+  const deepseek_v41::MhcParams mp = mhc_params(c_);
+  std::vector<float> X(size_t(n * hc * d)), e(static_cast<size_t>(d));
+  for (int64_t i = 0; i < n; ++i) {
+    embed_.dequant_row(tokens[i], e.data());
+    for (int64_t k = 0; k < hc; ++k) std::memcpy(X.data() + (i * hc + k) * d, e.data(), size_t(d) * 4);
+  }
+  std::vector<float> pre(size_t(n * hc)), post(size_t(n * hc)), comb(size_t(n * hc * hc));
+  std::vector<float> col(size_t(n * d)), nrm(size_t(n * d)), y(size_t(n * d));
+  std::vector<int32_t> forced(size_t(n * K));
+  deepseek_v41::MhcWorkspace ws;
+  MoeWorkspace moe_ws;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& ly = layers_[l];
+    deepseek_v41::mhc_mixes(mp, ly.hc_attn, X.data(), n, pre.data(), post.data(), comb.data(), ws, pool);
+    deepseek_v41::mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
+    kernels::rmsnorm(col.data(), ly.attn_norm.data(), nrm.data(), n, d, float(c_.rms_norm_eps));
+    attention(int64_t(l), st, nrm.data(), n, y.data(), pool);
+    deepseek_v41::mhc_expand(X.data(), n, hc, d, y.data(), post.data(), comb.data());
+    deepseek_v41::mhc_mixes(mp, ly.hc_ffn, X.data(), n, pre.data(), post.data(), comb.data(), ws, pool);
+    deepseek_v41::mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
+    kernels::rmsnorm(col.data(), ly.ffn_norm.data(), nrm.data(), n, d, float(c_.rms_norm_eps));
+    const int32_t* f = nullptr;
+    if (!ly.tid2eid.empty()) {
+      for (int64_t i = 0; i < n; ++i)
+        std::copy_n(ly.tid2eid.data() + int64_t(tokens[i]) * K, K, forced.data() + i * K);
+      f = forced.data();
+    }
+    moe_[l].forward(nrm.data(), n, y.data(), moe_ws, pool, f);
+    deepseek_v41::mhc_expand(X.data(), n, hc, d, y.data(), post.data(), comb.data());
+  }
+  deepseek_v41::mhc_head(mp, hc_head_, X.data(), n, pre.data(), ws, pool);
+  deepseek_v41::mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
+  kernels::rmsnorm(col.data(), norm_.data(), nrm.data(), n, d, float(c_.rms_norm_eps));
+  if (logits) kernels::matmul_packed(nrm.data(), n, head_, logits, pool);
+  st.pos += n;
+}
+
+}  // namespace gannet::model::deepseek_v4

@@ -1,0 +1,90 @@
+// DeepSeek-V4-Flash forward pass (deepseek-v4-architecture.md §5-§8; transformers'
+// deepseek_v4 is the reference of tests/golden/deepseek-v4-tiny): mHC with a hyper head,
+// single-latent MQA with per-head q normalization over a sliding window plus, per layer,
+// its own compressed entries (ratio 4: overlapping compressor and a Lightning indexer
+// picking the top-k; other ratios: non-overlapping, every visible entry attended), MoE with
+// hash routing in the first layers. Activations in float32. The V4 fake quantizations
+// (window and compressed KV FQ8 over the rope-free channels in blocks of 64; indexer
+// Hadamard + FQ4 / 32) are on by default, as the official reference; kv_fake_quant = false
+// (--no-kv-fake-quant) leaves them out, as transformers does. Shares mHC and MoE with V4.1.
+//
+// The sequence state (SeqState) is indexed by position (window rings by p % window, open
+// groups by p % (2 ratio)), entries and index keys grow per layer; any split of a sequence
+// into calls gives the same bits.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "io/deepseek_v4_config.h"
+#include "io/model_config.h"
+#include "kernels/cpu/packed_weight.h"
+#include "kernels/cpu/rope.h"
+#include "model/deepseek_v41/weights.h"
+#include "model/moe.h"
+
+namespace gannet {
+class ThreadPool;
+}
+
+namespace gannet::model::deepseek_v4 {
+
+struct Compressor {  // wkv, wgate [width * (overlap ? 2 : 1), hidden], ape, norm [width]
+  kernels::PackedWeight wkv, wgate;
+  std::vector<float> ape, norm;
+  int64_t width = 0;
+  bool overlap = false;
+};
+
+struct Layer {
+  deepseek_v41::MhcSite hc_attn, hc_ffn;
+  std::vector<float> attn_norm, ffn_norm, q_norm, kv_norm, sink;
+  kernels::PackedWeight wq_a, wq_b, wkv, wo_a, wo_b;
+  int64_t ratio = 0;
+  Compressor comp, idx_comp;                      // idx_comp: CSA (ratio 4) only
+  kernels::PackedWeight idx_wq_b, idx_weights;    // CSA only
+  std::vector<int32_t> tid2eid;                   // hash layers: [vocab, top_k]
+};
+
+struct LayerState {
+  std::vector<float> window;               // [W, D]
+  std::vector<float> ring_kv, ring_gate;   // open groups: [2 ratio or ratio, width * (overlap ? 2 : 1)]
+  std::vector<float> entries;              // [E, D]
+  std::vector<float> iring_kv, iring_gate, keys;  // indexer compressor ring, keys [E, idh]
+};
+
+struct SeqState {
+  int64_t pos = 0;
+  std::vector<LayerState> layers;
+};
+
+class DeepseekV4 {
+ public:
+  DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ckpt);
+  const io::DeepseekV4Config& config() const { return c_; }
+  SeqState new_state() const;
+  // tokens [n] at positions st.pos.. ; logits [n, vocab] if not null.
+  void forward(SeqState& st, const int32_t* tokens, int64_t n, float* logits, ThreadPool* pool) const;
+  int64_t mtp_tensors() const { return mtp_tensors_; }
+
+ private:
+  void attention(int64_t l, SeqState& st, const float* a, int64_t n, float* out, ThreadPool* pool) const;
+  // Closes the groups of `ratio` positions ending in this call; returns them [g, width]
+  // (normalized, RoPE at the group's first position) with their first entry index.
+  std::vector<float> compress(const Compressor& cp, int64_t ratio, const float* a, int64_t n, int64_t pos0,
+                              std::vector<float>& ring_kv, std::vector<float>& ring_gate, int64_t* first,
+                              ThreadPool* pool) const;
+
+  io::DeepseekV4Config c_;
+  bool fake_quant_ = true;
+  kernels::PackedWeight embed_, head_;
+  std::vector<float> norm_;
+  deepseek_v41::MhcSite hc_head_;
+  std::vector<Layer> layers_;
+  std::vector<MoeLayer> moe_;
+  kernels::RopeTable rope_main_, rope_compress_;
+  int64_t mtp_tensors_ = 0;
+};
+
+}  // namespace gannet::model::deepseek_v4
