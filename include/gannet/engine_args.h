@@ -35,6 +35,10 @@ struct EngineArgs {
   // (140, on); set explicitly for a model without such layers, they are refused.
   int64_t yoco_keep_tokens = -1;
   int yoco_replay = -1;  // -1: default (on); 0: off; 1: on
+  // DeepSeek-V4-Flash's KV / indexer fake quantizations (on, as the official reference;
+  // off matches transformers). --no-kv-fake-quant, GANNET_KV_FAKE_QUANT=on|off; -1: default
+  // (on); set explicitly for another architecture, refused.
+  int kv_fake_quant = -1;
   bool quiet = false;                  // no start-up report or progress bars
 
   // Applies GANNET_<NAME> environment variables (names upper-cased, '-' as '_').

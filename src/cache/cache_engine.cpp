@@ -51,7 +51,7 @@ CacheEngine::CacheEngine(const kernels::CacheSpec& spec, int64_t num_blocks, int
   uint8_t* at = mem_;
   for (const kernels::CacheGroup& g : spec.groups) {
     std::vector<kernels::CacheArena>& layers = views_.groups.emplace_back();
-    const int64_t block_bytes = int64_t(block_size / g.tokens_per_entry) * g.bytes_per_entry;
+    const int64_t block_bytes = kernels::entries_per_block(g, block_size) * g.bytes_per_entry;
     for (int64_t l = 0; l < g.layers; ++l) {
       kernels::CacheArena a;
       a.base = at;

@@ -42,6 +42,7 @@ const char* kUsage =
     "  --yoco-keep-tokens N         DeepSeek-V4.1: prefill runs the decoder layers on the last N prompt\n"
     "                               positions only (bounded replay; default 140)\n"
     "  --no-yoco-replay             DeepSeek-V4.1: run the full prefill (exact; needed for prompt logprobs)\n"
+    "  --no-kv-fake-quant           DeepSeek-V4: leave out the KV / indexer fake quantizations (as transformers)\n"
     "output:\n"
     "  --json             one JSON line per prompt: prompt, text, token_ids, finish_reason, ...\n"
     "\n"
@@ -60,7 +61,7 @@ int cmd_generate(const Args& args) {
            "stop",
            "logprobs", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
            "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens"},
-          {"json", "help", "no-yoco-replay"});
+          {"json", "help", "no-yoco-replay", "no-kv-fake-quant"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -105,6 +106,7 @@ int cmd_generate(const Args& args) {
     if (auto a = f.get("exact-activations")) ea.exact_activations = parse_on_off("--exact-activations", *a);
     if (f.has("yoco-keep-tokens")) ea.yoco_keep_tokens = f.get_int_in("yoco-keep-tokens", 140, 1, 1 << 24);
     if (f.has("no-yoco-replay")) ea.yoco_replay = 0;
+    if (f.has("no-kv-fake-quant")) ea.kv_fake_quant = 0;
     if (auto a = f.get("act-quant")) {
       if (*a != "none" && *a != "fp8") throw UsageError("--act-quant must be none or fp8, got '" + *a + "'");
       const bool on = *a == "fp8";

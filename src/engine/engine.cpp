@@ -42,6 +42,9 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   io::ModelConfig cfg = io::load_model_config(args_.model);
   cfg.quantize_at_load = io::parse_quantize_flag(args_.quantize);
   cfg.exact_activations = args_.exact_activations;
+  if (args_.kv_fake_quant != -1 && !cfg.deepseek_v4)
+    fail("--no-kv-fake-quant / GANNET_KV_FAKE_QUANT apply to DeepSeek-V4-Flash only, not ", cfg.architecture);
+  cfg.kv_fake_quant = args_.kv_fake_quant != 0;
   checkpoint_ = std::make_unique<io::Checkpoint>(args_.model);
   {
     // Weights are read in once at start-up whatever the logging, so the first requests do

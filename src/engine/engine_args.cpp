@@ -65,6 +65,7 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_ASYNC_SCHEDULING")) async_scheduling = parse_on_off("GANNET_ASYNC_SCHEDULING", v);
   if (auto v = env("GANNET_YOCO_KEEP_TOKENS")) yoco_keep_tokens = to_int("GANNET_YOCO_KEEP_TOKENS", v);
   if (auto v = env("GANNET_YOCO_REPLAY")) yoco_replay = parse_on_off("GANNET_YOCO_REPLAY", v) ? 1 : 0;
+  if (auto v = env("GANNET_KV_FAKE_QUANT")) kv_fake_quant = parse_on_off("GANNET_KV_FAKE_QUANT", v) ? 1 : 0;
 }
 
 void EngineArgs::validate() const {
@@ -90,6 +91,7 @@ std::string EngineArgs::describe() const {
      << " async_scheduling=" << (async_scheduling ? "on" : "off")
      << " quantize=" << (quantize.empty() ? std::string("none") : quantize)
      << " exact_activations=" << (exact_activations ? "on" : "off");
+  if (kv_fake_quant != -1) os << " kv_fake_quant=" << (kv_fake_quant ? "on" : "off");
   if (yoco_replay != -1 || yoco_keep_tokens != -1)
     os << " yoco_replay=" << (yoco_replay == 0 ? "off" : "on")
        << " yoco_keep_tokens=" << (yoco_keep_tokens > 0 ? yoco_keep_tokens : 140);

@@ -33,14 +33,18 @@ struct CacheSpec {
   std::vector<CacheGroup> groups;
   int64_t state_bytes_per_seq = 0;  // a multiple of 8
 
-  // Bytes of one block over every group and layer; block_size must be a multiple of
-  // every group's tokens_per_entry (check_block_size).
+  // Bytes of one block over every group and layer; block_size and each group's
+  // tokens_per_entry must divide one another (check_block_size).
   uint64_t bytes_per_block(int block_size) const;
   // Paged bytes per position, averaged over a group's entry (V4.1 ratio 2: half an entry).
   double bytes_per_token() const;
   // Throws gannet::Error naming --block-size when a group cannot tile it.
   void check_block_size(int block_size) const;
 };
+
+// Entries of group g one block holds: block_size / tokens_per_entry, or 1 for entries
+// longer than a block.
+int64_t entries_per_block(const CacheGroup& g, int block_size);
 
 // One layer's arena of one group.
 struct CacheArena {
@@ -50,11 +54,13 @@ struct CacheArena {
   int64_t tokens_per_entry = 1;
   int block_size = 0;
 
-  // Entry e of the sequence with this block table (positions e * tokens_per_entry ..).
+  // Entry e of the sequence with this block table (positions e * tokens_per_entry ..). An
+  // entry longer than a block (tokens_per_entry a multiple of block_size) lives in the
+  // block of its last position, alone.
   uint8_t* entry(const int32_t* block_table, int64_t e) const {
-    const int64_t pos = e * tokens_per_entry;
-    return base + int64_t(block_table[pos / block_size]) * block_stride +
-           ((pos % block_size) / tokens_per_entry) * entry_stride;
+    const int64_t last = e * tokens_per_entry + tokens_per_entry - 1;
+    const int64_t slot = tokens_per_entry <= block_size ? (last % block_size) / tokens_per_entry : 0;
+    return base + int64_t(block_table[last / block_size]) * block_stride + slot * entry_stride;
   }
 };
 

@@ -58,12 +58,14 @@ std::unique_ptr<Model> create_model(const io::ModelConfig& cfg, const io::Checkp
 // registered explicitly here.
 std::unique_ptr<Model> make_dense_decoder(const io::ModelConfig& cfg, const io::Checkpoint& ckpt);
 std::unique_ptr<Model> make_deepseek_v41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt);
+std::unique_ptr<Model> make_deepseek_v4(const io::ModelConfig& cfg, const io::Checkpoint& ckpt);
 
 namespace {
 void register_builtin_models() {
   for (const char* a : {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"})
     register_model(a, make_dense_decoder);
   register_model("DeepseekV41ForCausalLM", make_deepseek_v41);
+  register_model("DeepseekV4ForCausalLM", make_deepseek_v4);
 }
 }  // namespace
 

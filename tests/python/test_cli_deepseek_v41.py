@@ -95,3 +95,24 @@ def test_engram_map_from_tokenizer(gannet, tmp_path):
     (d / "config.json").write_text(json.dumps(cfg))
     r = gannet(["generate", "--model", str(d), "--prompt", "Hello", "--max-tokens", "1"], check=False)
     assert r.returncode != 0 and "98627 distinct keys" in r.stderr and "engram_compressed_vocab_size" in r.stderr
+
+
+def test_deepseek_v4_no_kv_fake_quant(gannet, tmp_path, tiny_models):
+    """DeepSeek-V4-Flash: --no-kv-fake-quant gives transformers' greedy ids; the default
+    (the official reference's fake quantizations) differs; other models refuse the flag."""
+    v4 = ROOT / "tests" / "golden" / "deepseek-v4-tiny"
+    golden = json.loads((v4 / "golden.json").read_text())
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt_token_ids": golden["prompt_ids"], "max_tokens": 16,
+                                   "temperature": 0}) + "\n")
+    base = ["generate", "--model", str(v4), "--prompts", str(prompts), "--json"]
+    off = json.loads(gannet(base + ["--no-kv-fake-quant"]).stdout)["token_ids"]
+    assert off == golden["greedy"]["float32_ids"]
+    env = dict(os.environ, GANNET_KV_FAKE_QUANT="off")
+    p = subprocess.run([gannet_bin(), *base], capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(p.stdout)["token_ids"] == off
+    on = json.loads(gannet(base).stdout)["token_ids"]
+    assert on != off
+    r = gannet(["generate", "--model", str(tiny_models["llama"]), "--prompt", "hi", "--max-tokens", "1",
+                "--no-kv-fake-quant"], check=False)
+    assert r.returncode != 0 and "DeepSeek-V4-Flash only" in r.stderr

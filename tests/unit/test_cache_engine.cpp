@@ -51,3 +51,17 @@ TEST(CacheEngine, GroupViewsTileTheArena) {
   EXPECT_EQ(v.groups[1][1].entry(table, 4), v.groups[1][1].base + 2 * 96);
   EXPECT_THROW(cache::CacheEngine(spec, 5, 3, 1), Error);  // a 3-token block cannot hold 2-token entries
 }
+
+// Entries longer than a block (DeepSeek-V4's ratio-128 compression over 64-token blocks)
+// take one slot in the block of their last position.
+TEST(CacheEngine, EntriesLongerThanABlock) {
+  kernels::CacheSpec spec;
+  spec.groups.push_back({"long", 1, 16, 8, kernels::CacheFormat::kF32});
+  EXPECT_EQ(spec.bytes_per_block(4), 16u);
+  cache::CacheEngine c(spec, 6, 4, 1);
+  const kernels::CacheArena& a = c.views().groups[0][0];
+  const int32_t table[] = {5, 3, 1, 0};
+  EXPECT_EQ(a.entry(table, 0), a.base + 3 * 16);  // positions 0..7: block of position 7 (table[1] = 3)
+  EXPECT_EQ(a.entry(table, 1), a.base + 0 * 16);  // positions 8..15: table[3] = 0
+  EXPECT_THROW(cache::CacheEngine(spec, 6, 3, 1), Error);  // 3 and 8 do not divide one another
+}

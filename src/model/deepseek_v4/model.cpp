@@ -242,31 +242,61 @@ DeepseekV4::DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ck) {
   rope_main_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.rope_theta, c_.max_position_embeddings);
   rope_compress_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.compress_rope_theta, c_.max_position_embeddings,
                                       to_kernel(c_.compress_scaling));
+  // The cache: entries per compression ratio (f32; ratio-4 entries carry the index key),
+  // rings in the state slot.
+  int64_t off = 0;
+  std::vector<int64_t> ratios;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& ly = layers_[l];
+    win_off_.push_back(off);
+    off += c_.sliding_window * D * 4;
+    ring_off_.push_back(-1);
+    iring_off_.push_back(-1);
+    comp_index_.push_back(-1);
+    if (ly.ratio == 0) continue;
+    const int64_t w2 = ly.comp.overlap ? 2 * D : D, slots = ly.comp.overlap ? 2 * ly.ratio : ly.ratio;
+    ring_off_.back() = off;
+    off += 2 * slots * w2 * 4;
+    if (ly.ratio == 4) {
+      iring_off_.back() = off;
+      off += 2 * 8 * 2 * idh * 4;
+    }
+    int64_t g = -1;
+    for (size_t i = 0; i < ratios.size(); ++i)
+      if (ratios[i] == ly.ratio) g = int64_t(i);
+    if (g < 0) {
+      g = int64_t(ratios.size());
+      ratios.push_back(ly.ratio);
+      spec_.groups.push_back({"compressed kv (ratio " + std::to_string(ly.ratio) + ")", 0,
+                              (D + (ly.ratio == 4 ? idh : 0)) * 4, ly.ratio, kernels::CacheFormat::kF32});
+    }
+    comp_index_.back() = int64_t(arena_.size());
+    arena_.push_back({g, spec_.groups[size_t(g)].layers++});
+  }
+  spec_.state_bytes_per_seq = (off + 63) / 64 * 64;
 }
 
-SeqState DeepseekV4::new_state() const {
+SeqState DeepseekV4::new_state(int64_t capacity) const {
   SeqState st;
-  st.layers.resize(layers_.size());
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    LayerState& s = st.layers[l];
-    const Layer& ly = layers_[l];
-    s.window.assign(size_t(c_.sliding_window * c_.head_dim), 0.0f);
-    if (ly.ratio > 0) {
-      const int64_t slots = ly.comp.overlap ? 2 * ly.ratio : ly.ratio, w = ly.comp.overlap ? 2 * ly.comp.width : ly.comp.width;
-      s.ring_kv.assign(size_t(slots * w), 0.0f);
-      s.ring_gate.assign(size_t(slots * w), 0.0f);
-    }
-    if (ly.ratio == 4) {
-      s.iring_kv.assign(size_t(8 * 2 * ly.idx_comp.width), 0.0f);
-      s.iring_gate.assign(size_t(8 * 2 * ly.idx_comp.width), 0.0f);
-    }
+  st.state.assign(size_t(spec_.state_bytes_per_seq), 0);
+  for (auto [g, l] : arena_) {
+    const kernels::CacheGroup& gr = spec_.groups[size_t(g)];
+    const int64_t block = (capacity + gr.tokens_per_entry - 1) / gr.tokens_per_entry * gr.tokens_per_entry;
+    st.mem.emplace_back(size_t(block / gr.tokens_per_entry * gr.bytes_per_entry), 0);
+    kernels::CacheArena a;
+    a.base = st.mem.back().data();
+    a.block_stride = block / gr.tokens_per_entry * gr.bytes_per_entry;
+    a.entry_stride = gr.bytes_per_entry;
+    a.tokens_per_entry = gr.tokens_per_entry;
+    a.block_size = int(block);
+    st.arenas.push_back(a);
   }
+  for (auto& a : st.arenas) st.ptrs.push_back(&a);
   return st;
 }
 
 std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const float* a, int64_t n, int64_t pos0,
-                                        std::vector<float>& ring_kv, std::vector<float>& ring_gate, int64_t* first,
-                                        ThreadPool* pool) const {
+                                        float* ring_kv, float* ring_gate, int64_t* first, ThreadPool* pool) const {
   const int64_t W = cp.width, w2 = cp.overlap ? 2 * W : W, slots = cp.overlap ? 2 * m : m;
   std::vector<float> kv(size_t(n * w2)), gate(size_t(n * w2));
   kernels::matmul_packed(a, n, cp.wkv, kv.data(), pool);
@@ -276,8 +306,8 @@ std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const f
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = pos0 + i, slot = p % slots;
     for (int64_t c = 0; c < w2; ++c) gate[size_t(i * w2 + c)] += cp.ape[size_t((p % m) * w2 + c)];
-    std::memcpy(ring_kv.data() + slot * w2, kv.data() + i * w2, size_t(w2) * 4);
-    std::memcpy(ring_gate.data() + slot * w2, gate.data() + i * w2, size_t(w2) * 4);
+    std::memcpy(ring_kv + slot * w2, kv.data() + i * w2, size_t(w2) * 4);
+    std::memcpy(ring_gate + slot * w2, gate.data() + i * w2, size_t(w2) * 4);
     if ((p + 1) % m) continue;
     const int64_t g = p / m;  // the group [g m, g m + m) closes
     pooled.resize(pooled.size() + size_t(W));
@@ -319,11 +349,12 @@ std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const f
   return out;
 }
 
-void DeepseekV4::attention(int64_t l, SeqState& st, const float* a, int64_t n, float* out, ThreadPool* pool) const {
+void DeepseekV4::attention(int64_t l, const SeqMem& m, int64_t pos0, const float* a, int64_t n, float* out,
+                           ThreadPool* pool) const {
   const Layer& ly = layers_[size_t(l)];
-  LayerState& ls = st.layers[size_t(l)];
   const int64_t D = c_.head_dim, H = c_.num_attention_heads, R = c_.qk_rope_head_dim, W = c_.sliding_window;
-  const int64_t pos0 = st.pos, ratio = ly.ratio;
+  const int64_t ratio = ly.ratio;
+  float* window = reinterpret_cast<float*>(m.state + win_off_[size_t(l)]);
   const float eps = float(c_.rms_norm_eps);
   const kernels::RopeTable& rope = ratio ? rope_compress_ : rope_main_;
   std::vector<int32_t> pos(static_cast<size_t>(n));
@@ -346,22 +377,27 @@ void DeepseekV4::attention(int64_t l, SeqState& st, const float* a, int64_t n, f
   std::vector<std::vector<int32_t>> sel(static_cast<size_t>(n));
   if (ratio > 0) {
     int64_t first = 0;
-    std::vector<float> e = compress(ly.comp, ratio, a, n, pos0, ls.ring_kv, ls.ring_gate, &first, pool);
+    float* ring = reinterpret_cast<float*>(m.state + ring_off_[size_t(l)]);
+    const int64_t ring_half = (ly.comp.overlap ? 2 * ratio : ratio) * (ly.comp.overlap ? 2 * D : D);
+    std::vector<float> e = compress(ly.comp, ratio, a, n, pos0, ring, ring + ring_half, &first, pool);
     const int64_t ng = int64_t(e.size()) / D;
     if (fq_nope)
       for (int64_t g = 0; g < ng; ++g) kernels::fake_quant_fp8(e.data() + g * D, D - R, 64, true);
-    ls.entries.insert(ls.entries.end(), e.begin(), e.end());
-    const int64_t E = int64_t(ls.entries.size()) / D;
+    for (int64_t g = 0; g < ng; ++g) std::memcpy(entry(m, l, first + g), e.data() + g * D, size_t(D) * 4);
+    const int64_t E = (pos0 + n) / ratio;
     if (ratio == 4) {
       const int64_t idh = c_.index_head_dim, nih = c_.index_n_heads;
-      std::vector<float> k = compress(ly.idx_comp, 4, a, n, pos0, ls.iring_kv, ls.iring_gate, &first, pool);
+      float* iring = reinterpret_cast<float*>(m.state + iring_off_[size_t(l)]);
+      std::vector<float> k = compress(ly.idx_comp, 4, a, n, pos0, iring, iring + 8 * 2 * idh, &first, pool);
       const int64_t nk = int64_t(k.size()) / idh;
       const bool fq_idx = fake_quant_ && idh % 32 == 0 && (idh & (idh - 1)) == 0;
       for (int64_t g = 0; g < nk && fq_idx; ++g) {
         hadamard(k.data() + g * idh, idh);
         kernels::fake_quant_fp4(k.data() + g * idh, idh, 32);
       }
-      ls.keys.insert(ls.keys.end(), k.begin(), k.end());
+      for (int64_t g = 0; g < nk; ++g) std::memcpy(entry(m, l, first + g) + D, k.data() + g * idh, size_t(idh) * 4);
+      std::vector<float> keys(size_t(E * idh));
+      for (int64_t e2 = 0; e2 < E; ++e2) std::memcpy(keys.data() + e2 * idh, entry(m, l, e2) + D, size_t(idh) * 4);
       std::vector<float> iq(size_t(n * nih * idh)), iw(size_t(n * nih));
       kernels::matmul_packed(qr.data(), n, ly.idx_wq_b, iq.data(), pool);
       kernels::apply_rope(iq.data(), n, int(nih), int(idh), pos.data(), rope_compress_, true, int(idh - R));
@@ -382,7 +418,7 @@ void DeepseekV4::attention(int64_t l, SeqState& st, const float* a, int64_t n, f
           float s = 0.0f;
           for (int64_t h = 0; h < nih; ++h) {
             const float* qh = iq.data() + (i * nih + h) * idh;
-            const float* ke = ls.keys.data() + e2 * idh;
+            const float* ke = keys.data() + e2 * idh;
             float dot = 0.0f;
             for (int64_t c = 0; c < idh; ++c) dot += qh[c] * ke[c];
             s += (std::max(dot, 0.0f) * ss) * (iw[size_t(i * nih + h)] * hs);
@@ -405,11 +441,12 @@ void DeepseekV4::attention(int64_t l, SeqState& st, const float* a, int64_t n, f
     int64_t nk = 0;
     kbuf.clear();
     for (int64_t kp = std::max<int64_t>(0, p - W + 1); kp <= p; ++kp, ++nk) {
-      const float* src = kp >= pos0 ? kv.data() + (kp - pos0) * D : ls.window.data() + (kp % W) * D;
+      const float* src = kp >= pos0 ? kv.data() + (kp - pos0) * D : window + (kp % W) * D;
       kbuf.insert(kbuf.end(), src, src + D);
     }
     for (int32_t e2 : sel[size_t(i)]) {
-      kbuf.insert(kbuf.end(), ls.entries.begin() + int64_t(e2) * D, ls.entries.begin() + (int64_t(e2) + 1) * D);
+      const float* en = entry(m, l, e2);
+      kbuf.insert(kbuf.end(), en, en + D);
       ++nk;
     }
     sbuf.resize(size_t(H * nk));
@@ -429,7 +466,7 @@ void DeepseekV4::attention(int64_t l, SeqState& st, const float* a, int64_t n, f
     }
   }
   for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
-    std::memcpy(ls.window.data() + ((pos0 + i) % W) * D, kv.data() + i * D, size_t(D) * 4);
+    std::memcpy(window + ((pos0 + i) % W) * D, kv.data() + i * D, size_t(D) * 4);
   kernels::apply_rope(o.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R), /*inverse=*/true);
   const int64_t G = c_.o_groups, gin = H / G * D, olr = c_.o_lora_rank;
   std::vector<float> og(size_t(n * gin)), zg(size_t(n * olr)), z(size_t(n * G * olr));
@@ -449,12 +486,28 @@ void DeepseekV4::attention(int64_t l, SeqState& st, const float* a, int64_t n, f
 
 void DeepseekV4::forward(SeqState& st, const int32_t* tokens, int64_t n, float* logits, ThreadPool* pool) const {
   if (n <= 0) return;
+  if (!st.arenas.empty() && st.pos + n > int64_t(st.arenas[0].block_size))
+    fail("sequence state holds ", st.arenas[0].block_size, " positions; ", st.pos + n, " asked");
+  std::vector<float> hidden(size_t(n * c_.hidden_size));
+  forward_mem(st.view(), tokens, n, st.pos, hidden.data(), pool);
+  if (logits) this->logits(hidden.data(), n, logits, pool);
+  st.pos += n;
+}
+
+void DeepseekV4::logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const {
+  kernels::matmul_packed(hidden, rows, head_, out, pool);
+}
+
+void DeepseekV4::forward_mem(const SeqMem& m, const int32_t* tokens, int64_t n, int64_t pos0, float* hidden,
+                             ThreadPool* pool) const {
+  if (n <= 0) return;
   const int64_t d = c_.hidden_size, hc = c_.hc_mult, K = c_.num_experts_per_tok;
   for (int64_t i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
       fail("token id ", tokens[i], " is outside the vocabulary (", c_.vocab_size, ")");
-  if (st.pos + n > c_.max_position_embeddings)
-    fail("positions up to ", st.pos + n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
+  if (pos0 + n > c_.max_position_embeddings)
+    fail("positions up to ", pos0 + n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
+  if (pos0 == 0) std::memset(m.state, 0, size_t(spec_.state_bytes_per_seq));
   const deepseek_v41::MhcParams mp = mhc_params(c_);
   std::vector<float> X(size_t(n * hc * d)), e(static_cast<size_t>(d));
   for (int64_t i = 0; i < n; ++i) {
@@ -471,7 +524,7 @@ void DeepseekV4::forward(SeqState& st, const int32_t* tokens, int64_t n, float* 
     deepseek_v41::mhc_mixes(mp, ly.hc_attn, X.data(), n, pre.data(), post.data(), comb.data(), ws, pool);
     deepseek_v41::mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
     kernels::rmsnorm(col.data(), ly.attn_norm.data(), nrm.data(), n, d, float(c_.rms_norm_eps));
-    attention(int64_t(l), st, nrm.data(), n, y.data(), pool);
+    attention(int64_t(l), m, pos0, nrm.data(), n, y.data(), pool);
     deepseek_v41::mhc_expand(X.data(), n, hc, d, y.data(), post.data(), comb.data());
     deepseek_v41::mhc_mixes(mp, ly.hc_ffn, X.data(), n, pre.data(), post.data(), comb.data(), ws, pool);
     deepseek_v41::mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
@@ -487,9 +540,7 @@ void DeepseekV4::forward(SeqState& st, const int32_t* tokens, int64_t n, float* 
   }
   deepseek_v41::mhc_head(mp, hc_head_, X.data(), n, pre.data(), ws, pool);
   deepseek_v41::mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
-  kernels::rmsnorm(col.data(), norm_.data(), nrm.data(), n, d, float(c_.rms_norm_eps));
-  if (logits) kernels::matmul_packed(nrm.data(), n, head_, logits, pool);
-  st.pos += n;
+  kernels::rmsnorm(col.data(), norm_.data(), hidden, n, d, float(c_.rms_norm_eps));
 }
 
 }  // namespace gannet::model::deepseek_v4

@@ -19,6 +19,7 @@
 #include "io/checkpoint.h"
 #include "io/deepseek_v4_config.h"
 #include "io/model_config.h"
+#include "kernels/cache_spec.h"
 #include "kernels/cpu/packed_weight.h"
 #include "kernels/cpu/rope.h"
 #include "model/deepseek_v41/weights.h"
@@ -47,34 +48,54 @@ struct Layer {
   std::vector<int32_t> tid2eid;                   // hash layers: [vocab, top_k]
 };
 
-struct LayerState {
-  std::vector<float> window;               // [W, D]
-  std::vector<float> ring_kv, ring_gate;   // open groups: [2 ratio or ratio, width * (overlap ? 2 : 1)]
-  std::vector<float> entries;              // [E, D]
-  std::vector<float> iring_kv, iring_gate, keys;  // indexer compressor ring, keys [E, idh]
+// One sequence's cache: its state slot (window rings and open-group rings, by position)
+// and, per compressed layer, the arena of its entries (D floats, then index_head_dim floats
+// of index key at ratio-4 layers) with the sequence's block table.
+struct SeqMem {
+  uint8_t* state = nullptr;
+  const int32_t* block_table = nullptr;
+  const kernels::CacheArena* const* arenas = nullptr;  // [compressed layers]
 };
 
+// A sequence with its own memory (tests, tools).
 struct SeqState {
   int64_t pos = 0;
-  std::vector<LayerState> layers;
+  std::vector<uint8_t> state;
+  std::vector<std::vector<uint8_t>> mem;
+  std::vector<kernels::CacheArena> arenas;
+  std::vector<const kernels::CacheArena*> ptrs;
+  std::vector<int32_t> table = {0};
+  SeqMem view() { return {state.data(), table.data(), ptrs.data()}; }
 };
 
 class DeepseekV4 {
  public:
   DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ckpt);
   const io::DeepseekV4Config& config() const { return c_; }
-  SeqState new_state() const;
+  SeqState new_state(int64_t capacity = 512) const;
   // tokens [n] at positions st.pos.. ; logits [n, vocab] if not null.
   void forward(SeqState& st, const int32_t* tokens, int64_t n, float* logits, ThreadPool* pool) const;
+  // The same on any memory; pos0 == 0 starts afresh. hidden [n, hidden_size].
+  void forward_mem(const SeqMem& m, const int32_t* tokens, int64_t n, int64_t pos0, float* hidden,
+                   ThreadPool* pool) const;
+  void logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const;
   int64_t mtp_tensors() const { return mtp_tensors_; }
+  // The cache: per compression ratio a paged group of entries, and the state bytes.
+  const kernels::CacheSpec& cache_spec() const { return spec_; }
+  // Group and layer-in-group of compressed layer number i (layers with ratio > 0, in order).
+  std::pair<int64_t, int64_t> arena_of(int64_t i) const { return arena_[size_t(i)]; }
+  int64_t compressed_layers() const { return int64_t(arena_.size()); }
 
  private:
-  void attention(int64_t l, SeqState& st, const float* a, int64_t n, float* out, ThreadPool* pool) const;
+  void attention(int64_t l, const SeqMem& m, int64_t pos0, const float* a, int64_t n, float* out,
+                 ThreadPool* pool) const;
   // Closes the groups of `ratio` positions ending in this call; returns them [g, width]
-  // (normalized, RoPE at the group's first position) with their first entry index.
+  // (normalized, RoPE at the group's first position); *first: the first group's index.
   std::vector<float> compress(const Compressor& cp, int64_t ratio, const float* a, int64_t n, int64_t pos0,
-                              std::vector<float>& ring_kv, std::vector<float>& ring_gate, int64_t* first,
-                              ThreadPool* pool) const;
+                              float* ring_kv, float* ring_gate, int64_t* first, ThreadPool* pool) const;
+  float* entry(const SeqMem& m, int64_t l, int64_t e) const {
+    return reinterpret_cast<float*>(m.arenas[comp_index_[size_t(l)]]->entry(m.block_table, e));
+  }
 
   io::DeepseekV4Config c_;
   bool fake_quant_ = true;
@@ -85,6 +106,10 @@ class DeepseekV4 {
   std::vector<MoeLayer> moe_;
   kernels::RopeTable rope_main_, rope_compress_;
   int64_t mtp_tensors_ = 0;
+  // State slot layout (bytes) per layer: window ring, compressor rings, indexer rings.
+  std::vector<int64_t> win_off_, ring_off_, iring_off_, comp_index_;
+  std::vector<std::pair<int64_t, int64_t>> arena_;
+  kernels::CacheSpec spec_;
 };
 
 }  // namespace gannet::model::deepseek_v4

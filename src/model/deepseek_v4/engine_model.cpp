@@ -1,0 +1,71 @@
+// DeepseekV4ForCausalLM behind the engine's Model interface: each sequence runs over its
+// state slot and its pages of compressed entries (model.h), one sequence at a time.
+#include <map>
+#include <memory>
+
+#include "core/error.h"
+#include "model/deepseek_v4/model.h"
+#include "model/model.h"
+
+namespace gannet::model {
+
+namespace {
+
+using deepseek_v4::DeepseekV4;
+
+class DeepseekV4Model final : public Model {
+ public:
+  DeepseekV4Model(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
+      : cfg_(cfg), m_(cfg, ckpt), bytes_(ckpt.total_bytes()) {}
+  const io::ModelConfig& config() const override { return cfg_; }
+  CacheSpec cache_spec() const override { return m_.cache_spec(); }
+  void reserve(int64_t max_tokens, int64_t max_logits) override {
+    hidden_.resize(size_t(max_tokens * cfg_.hidden_size));
+    rows_.resize(size_t(max_logits * cfg_.hidden_size));
+  }
+  void forward(const Batch& b, const CacheViews& cache, float* logits, ThreadPool* pool) override {
+    const int64_t n = b.n_tokens, d = cfg_.hidden_size;
+    if (int64_t(hidden_.size()) < n * d) hidden_.resize(size_t(n * d));
+    if (int64_t(rows_.size()) < b.n_logits * d) rows_.resize(size_t(b.n_logits * d));
+    arenas_.resize(size_t(m_.compressed_layers()));
+    for (int64_t i = 0; i < m_.compressed_layers(); ++i) {
+      const auto [g, l] = m_.arena_of(i);
+      arenas_[size_t(i)] = &cache.groups[size_t(g)][size_t(l)];
+    }
+    for (int64_t at = 0; at < n;) {
+      const int32_t s = b.token_seq[at];
+      int64_t end = at + 1;
+      while (end < n && b.token_seq[end] == s) ++end;
+      for (int64_t i = at + 1; i < end; ++i)
+        GANNET_CHECK(b.positions[i] == b.positions[i - 1] + 1, "positions of a sequence must be consecutive");
+      const kernels::AttentionSeq& seq = b.seqs[s];
+      GANNET_CHECK(seq.state_slot >= 0 && seq.state_slot < cache.num_state_slots, "sequence without a state slot");
+      const deepseek_v4::SeqMem mem{cache.state_slot(seq.state_slot), seq.block_table, arenas_.data()};
+      m_.forward_mem(mem, b.token_ids + at, end - at, b.positions[at], hidden_.data() + at * d, pool);
+      at = end;
+    }
+    for (int64_t r = 0; r < b.n_logits; ++r)
+      std::copy_n(hidden_.data() + int64_t(b.logit_rows[r]) * d, d, rows_.data() + r * d);
+    if (b.n_logits) m_.logits(rows_.data(), b.n_logits, logits, pool);
+  }
+  // All of the checkpoint (an upper bound: a decode step reads only its tokens' experts;
+  // the active-expert figure is not computed for V4 yet).
+  std::map<std::string, uint64_t> weight_bytes_by_format() const override { return {{"checkpoint", bytes_}}; }
+  uint64_t weight_bytes() const override { return bytes_; }
+  uint64_t output_weight_bytes() const override { return 0; }
+
+ private:
+  io::ModelConfig cfg_;
+  DeepseekV4 m_;
+  uint64_t bytes_ = 0;
+  std::vector<float> hidden_, rows_;
+  std::vector<const kernels::CacheArena*> arenas_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_deepseek_v4(const io::ModelConfig& cfg, const io::Checkpoint& ckpt) {
+  return std::make_unique<DeepseekV4Model>(cfg, ckpt);
+}
+
+}  // namespace gannet::model
