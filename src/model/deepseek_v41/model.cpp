@@ -477,7 +477,9 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
         std::memcpy(kbuf.data() + (nw + int64_t(u)) * D, ents.data() + int64_t(slot_of[size_t(ublock[u])]) * D,
                     size_t(D) * 4);
       sbuf.resize(size_t(nq * H * nk));
-      kernels::matmul_f32(q.data() + (ch.row0 + i0) * H * D, nq * H, D, kbuf.data(), nk, sbuf.data(), pool);
+      // A decode step's few rows are cheaper on this thread than a fork-join.
+      kernels::matmul_f32(q.data() + (ch.row0 + i0) * H * D, nq * H, D, kbuf.data(), nk, sbuf.data(),
+                          nq * H >= 64 ? pool : nullptr);
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t p = pos0 + i;
         cols.clear();
