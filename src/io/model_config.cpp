@@ -86,51 +86,40 @@ void check_sliding_window(const json& j, int64_t n_layers, const std::string& fi
 
 }  // namespace
 
-// DeepSeek-V4.1 parses its own config; the common fields are filled from it.
-static ModelConfig from_deepseek_v41(const json& j, ModelConfig c, const std::string& file) {
-  auto v = std::make_shared<const DeepseekV41Config>(parse_deepseek_v41_config(j, file));
-  c.hidden_size = v->hidden_size;
-  c.intermediate_size = v->moe_intermediate_size;
-  c.num_hidden_layers = v->num_hidden_layers;
-  c.num_attention_heads = v->num_attention_heads;
+// DeepSeek-V4 and V4.1 parse their own configs; the common fields are filled from them.
+template <typename C>
+static ModelConfig common_fields(const C& v, ModelConfig c) {
+  c.hidden_size = v.hidden_size;
+  c.intermediate_size = v.moe_intermediate_size;
+  c.num_hidden_layers = v.num_hidden_layers;
+  c.num_attention_heads = v.num_attention_heads;
   c.num_key_value_heads = 1;
-  c.head_dim = v->head_dim;
-  c.vocab_size = v->vocab_size;
-  c.max_position_embeddings = v->max_position_embeddings;
-  c.rms_norm_eps = v->rms_norm_eps;
-  c.rope_theta = v->rope_theta;
-  c.rope_scaling = v->compress_scaling;
+  c.head_dim = v.head_dim;
+  c.vocab_size = v.vocab_size;
+  c.max_position_embeddings = v.max_position_embeddings;
+  c.rms_norm_eps = v.rms_norm_eps;
+  c.rope_theta = v.rope_theta;
+  c.rope_scaling = v.compress_scaling;
   c.rope_source = "rope_scaling (compressed layers only)";
   c.quantization.method = WeightQuantization::Method::kFp8Block;
-  c.quantization.block = v->weight_block;
+  c.quantization.block = v.weight_block;
   c.quantization.pow2_activation_scales = true;
-  c.bos_token_id = v->bos_token_id;
-  c.eos_token_ids = v->eos_token_ids;
+  c.bos_token_id = v.bos_token_id;
+  c.eos_token_ids = v.eos_token_ids;
   c.torch_dtype = "bfloat16";
+  return c;
+}
+
+static ModelConfig from_deepseek_v41(const json& j, ModelConfig c, const std::string& file) {
+  auto v = std::make_shared<const DeepseekV41Config>(parse_deepseek_v41_config(j, file));
+  c = common_fields(*v, std::move(c));
   c.deepseek_v41 = std::move(v);
   return c;
 }
 
 static ModelConfig from_deepseek_v4(const json& j, ModelConfig c, const std::string& file) {
   auto v = std::make_shared<const DeepseekV4Config>(parse_deepseek_v4_config(j, file));
-  c.hidden_size = v->hidden_size;
-  c.intermediate_size = v->moe_intermediate_size;
-  c.num_hidden_layers = v->num_hidden_layers;
-  c.num_attention_heads = v->num_attention_heads;
-  c.num_key_value_heads = 1;
-  c.head_dim = v->head_dim;
-  c.vocab_size = v->vocab_size;
-  c.max_position_embeddings = v->max_position_embeddings;
-  c.rms_norm_eps = v->rms_norm_eps;
-  c.rope_theta = v->rope_theta;
-  c.rope_scaling = v->compress_scaling;
-  c.rope_source = "rope_scaling (compressed layers only)";
-  c.quantization.method = WeightQuantization::Method::kFp8Block;
-  c.quantization.block = v->weight_block;
-  c.quantization.pow2_activation_scales = true;
-  c.bos_token_id = v->bos_token_id;
-  c.eos_token_ids = v->eos_token_ids;
-  c.torch_dtype = "bfloat16";
+  c = common_fields(*v, std::move(c));
   c.deepseek_v4 = std::move(v);
   return c;
 }

@@ -5,31 +5,14 @@
 #include "core/error.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "model/rope_params.h"
 
 namespace gannet::model {
 
 namespace {
 
 kernels::RopeTable make_rope(const io::ModelConfig& c) {
-  kernels::RopeScalingParams s;
-  const io::RopeScaling& r = c.rope_scaling;
-  switch (r.kind) {
-    case io::RopeScaling::Kind::kNone: s.kind = kernels::RopeScalingKind::kNone; break;
-    case io::RopeScaling::Kind::kLinear: s.kind = kernels::RopeScalingKind::kLinear; break;
-    case io::RopeScaling::Kind::kLlama3: s.kind = kernels::RopeScalingKind::kLlama3; break;
-    case io::RopeScaling::Kind::kYarn: s.kind = kernels::RopeScalingKind::kYarn; break;
-  }
-  s.factor = r.factor;
-  s.low_freq_factor = r.low_freq_factor;
-  s.high_freq_factor = r.high_freq_factor;
-  s.original_max_position_embeddings = r.original_max_position_embeddings;  // resolved by the parser
-  s.beta_fast = r.beta_fast;
-  s.beta_slow = r.beta_slow;
-  s.mscale = r.mscale;
-  s.mscale_all_dim = r.mscale_all_dim;
-  s.attention_factor = r.attention_factor;
-  s.truncate = r.truncate;
-  return kernels::RopeTable(int(c.head_dim), c.rope_theta, c.max_position_embeddings, s);
+  return kernels::RopeTable(int(c.head_dim), c.rope_theta, c.max_position_embeddings, rope_scaling_params(c.rope_scaling));
 }
 
 }  // namespace

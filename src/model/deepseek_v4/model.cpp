@@ -13,6 +13,8 @@
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "model/deepseek_v41/mhc.h"
+#include "model/deepseek_v41/topk.h"
+#include "model/rope_params.h"
 #include "model/packed_weight_loader.h"
 
 namespace gannet::model::deepseek_v4 {
@@ -21,34 +23,7 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-kernels::RopeScalingParams to_kernel(const io::RopeScaling& r) {
-  kernels::RopeScalingParams s;
-  s.kind = r.kind == io::RopeScaling::Kind::kYarn     ? kernels::RopeScalingKind::kYarn
-           : r.kind == io::RopeScaling::Kind::kLinear ? kernels::RopeScalingKind::kLinear
-           : r.kind == io::RopeScaling::Kind::kLlama3 ? kernels::RopeScalingKind::kLlama3
-                                                      : kernels::RopeScalingKind::kNone;
-  s.factor = r.factor;
-  s.low_freq_factor = r.low_freq_factor;
-  s.high_freq_factor = r.high_freq_factor;
-  s.original_max_position_embeddings = r.original_max_position_embeddings;
-  s.beta_fast = r.beta_fast;
-  s.beta_slow = r.beta_slow;
-  s.mscale = r.mscale;
-  s.mscale_all_dim = r.mscale_all_dim;
-  s.attention_factor = r.attention_factor;
-  s.truncate = r.truncate;
-  return s;
-}
 
-deepseek_v41::MhcParams mhc_params(const io::DeepseekV4Config& c) {
-  deepseek_v41::MhcParams p;
-  p.hc = c.hc_mult;
-  p.d = c.hidden_size;
-  p.sinkhorn_iters = c.hc_sinkhorn_iters;
-  p.hc_eps = float(c.hc_eps);
-  p.norm_eps = float(c.rms_norm_eps);
-  return p;
-}
 
 // In-place Sylvester (natural order) Walsh-Hadamard transform of x [n], times 1/sqrt(n).
 void hadamard(float* x, int64_t n) {
@@ -63,17 +38,6 @@ void hadamard(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
-  std::vector<int32_t> idx(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) idx[size_t(i)] = int32_t(i);
-  k = std::min(k, n);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
-  });
-  idx.resize(size_t(k));
-  std::sort(idx.begin(), idx.end());
-  return idx;
-}
 
 std::string L(int64_t i) { return "layers." + std::to_string(i) + "."; }
 
@@ -241,7 +205,7 @@ DeepseekV4::DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ck) {
   if (c_.n_shared_experts != 1) fail(ck.dir(), ": n_shared_experts must be 1 for DeepSeek-V4");
   rope_main_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.rope_theta, c_.max_position_embeddings);
   rope_compress_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.compress_rope_theta, c_.max_position_embeddings,
-                                      to_kernel(c_.compress_scaling));
+                                      rope_scaling_params(c_.compress_scaling));
   // The cache: entries per compression ratio (f32; ratio-4 entries carry the index key),
   // rings in the state slot.
   int64_t off = 0;
@@ -425,7 +389,7 @@ void DeepseekV4::attention(int64_t l, const SeqMem& m, int64_t pos0, const float
           }
           sc[size_t(e2)] = s;
         }
-        for (int32_t e2 : top_k(sc.data(), E, c_.index_topk))
+        for (int32_t e2 : deepseek_v41::top_k_lower_index(sc.data(), E, c_.index_topk))
           if (sc[size_t(e2)] > kNegInf) sel[size_t(i)].push_back(e2);
       }
     } else {
@@ -468,19 +432,8 @@ void DeepseekV4::attention(int64_t l, const SeqMem& m, int64_t pos0, const float
   for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
     std::memcpy(window + ((pos0 + i) % W) * D, kv.data() + i * D, size_t(D) * 4);
   kernels::apply_rope(o.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R), /*inverse=*/true);
-  const int64_t G = c_.o_groups, gin = H / G * D, olr = c_.o_lora_rank;
-  std::vector<float> og(size_t(n * gin)), zg(size_t(n * olr)), z(size_t(n * G * olr));
-  for (int64_t g = 0; g < G; ++g) {
-    kernels::PackedWeight wg = ly.wo_a;
-    wg.n = olr;
-    wg.data = static_cast<const uint8_t*>(ly.wo_a.data) + g * olr * ly.wo_a.row_bytes();
-    if (wg.scales)
-      wg.scales = static_cast<const uint8_t*>(ly.wo_a.scales) +
-                  (g * olr / ly.wo_a.block_n) * ly.wo_a.scale_cols() * int64_t(dtype_size(ly.wo_a.scale_dtype));
-    for (int64_t i = 0; i < n; ++i) std::memcpy(og.data() + i * gin, o.data() + i * H * D + g * gin, size_t(gin) * 4);
-    kernels::matmul_packed(og.data(), n, wg, zg.data(), pool);
-    for (int64_t i = 0; i < n; ++i) std::memcpy(z.data() + i * G * olr + g * olr, zg.data() + i * olr, size_t(olr) * 4);
-  }
+  std::vector<float> z(size_t(n * c_.o_groups * c_.o_lora_rank));
+  deepseek_v41::grouped_wo_a(ly.wo_a, o.data(), n, c_.o_groups, c_.o_lora_rank, z.data(), pool);
   kernels::matmul_packed(z.data(), n, ly.wo_b, out, pool);
 }
 
@@ -508,7 +461,7 @@ void DeepseekV4::forward_mem(const SeqMem& m, const int32_t* tokens, int64_t n, 
   if (pos0 + n > c_.max_position_embeddings)
     fail("positions up to ", pos0 + n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
   if (pos0 == 0) std::memset(m.state, 0, size_t(spec_.state_bytes_per_seq));
-  const deepseek_v41::MhcParams mp = mhc_params(c_);
+  const deepseek_v41::MhcParams mp = deepseek_v41::mhc_params(c_);
   std::vector<float> X(size_t(n * hc * d)), e(static_cast<size_t>(d));
   for (int64_t i = 0; i < n; ++i) {
     embed_.dequant_row(tokens[i], e.data());

@@ -1,6 +1,7 @@
 #include "model/deepseek_v41/mhc.h"
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/packed_matmul.h"
@@ -12,15 +13,6 @@ namespace {
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
-MhcParams mhc_params(const io::DeepseekV41Config& c) {
-  MhcParams p;
-  p.hc = c.hc_mult;
-  p.d = c.hidden_size;
-  p.sinkhorn_iters = c.hc_sinkhorn_iters;
-  p.hc_eps = float(c.hc_eps);
-  p.norm_eps = float(c.rms_norm_eps);
-  return p;
-}
 
 void mhc_mixes(const io::DeepseekV41Config& c, const MhcSite& site, const float* X, int64_t n, float* pre,
                float* post, float* comb, MhcWorkspace& ws, ThreadPool* pool) {
@@ -90,6 +82,23 @@ void mhc_mixes(const MhcParams& c, const MhcSite& site, const float* X, int64_t 
       rows();
       cols();
     }
+  }
+}
+
+void grouped_wo_a(const kernels::PackedWeight& wo_a, const float* o, int64_t n, int64_t groups, int64_t rank,
+                  float* z, ThreadPool* pool) {
+  const int64_t gin = wo_a.k;
+  std::vector<float> og(size_t(n * gin)), zg(size_t(n * rank));
+  for (int64_t g = 0; g < groups; ++g) {
+    kernels::PackedWeight wg = wo_a;
+    wg.n = rank;
+    wg.data = static_cast<const uint8_t*>(wo_a.data) + g * rank * wo_a.row_bytes();
+    if (wg.scales)
+      wg.scales = static_cast<const uint8_t*>(wo_a.scales) +
+                  (g * rank / wo_a.block_n) * wo_a.scale_cols() * int64_t(dtype_size(wo_a.scale_dtype));
+    for (int64_t i = 0; i < n; ++i) std::memcpy(og.data() + i * gin, o + (i * groups + g) * gin, size_t(gin) * 4);
+    kernels::matmul_packed(og.data(), n, wg, zg.data(), pool);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(z + (i * groups + g) * rank, zg.data() + i * rank, size_t(rank) * 4);
   }
 }
 

@@ -13,6 +13,8 @@
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "model/deepseek_v41/mhc.h"
+#include "model/deepseek_v41/topk.h"
+#include "model/rope_params.h"
 #include "tokenizer/engram_map.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,26 +24,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-kernels::RopeScalingParams to_kernel(const io::RopeScaling& r) {
-  kernels::RopeScalingParams s;
-  switch (r.kind) {
-    case io::RopeScaling::Kind::kNone: s.kind = kernels::RopeScalingKind::kNone; break;
-    case io::RopeScaling::Kind::kLinear: s.kind = kernels::RopeScalingKind::kLinear; break;
-    case io::RopeScaling::Kind::kLlama3: s.kind = kernels::RopeScalingKind::kLlama3; break;
-    case io::RopeScaling::Kind::kYarn: s.kind = kernels::RopeScalingKind::kYarn; break;
-  }
-  s.factor = r.factor;
-  s.low_freq_factor = r.low_freq_factor;
-  s.high_freq_factor = r.high_freq_factor;
-  s.original_max_position_embeddings = r.original_max_position_embeddings;
-  s.beta_fast = r.beta_fast;
-  s.beta_slow = r.beta_slow;
-  s.mscale = r.mscale;
-  s.mscale_all_dim = r.mscale_all_dim;
-  s.attention_factor = r.attention_factor;
-  s.truncate = r.truncate;
-  return s;
-}
 
 MoeScoring scoring_of(const std::string& s) {
   if (s == "softmax") return MoeScoring::kSoftmax;
@@ -60,18 +42,6 @@ void fq4_rows(float* x, int64_t rows, int64_t n, int64_t block) {
   for (int64_t r = 0; r < rows; ++r) kernels::fake_quant_fp4(x + r * n, n, block);
 }
 
-// The k best of scores[0, n) (ties: the lower index first), in index order.
-std::vector<int32_t> top_k(const float* scores, int64_t n, int64_t k) {
-  std::vector<int32_t> idx(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) idx[size_t(i)] = int32_t(i);
-  k = std::min(k, n);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
-  });
-  idx.resize(static_cast<size_t>(k));
-  std::sort(idx.begin(), idx.end());
-  return idx;
-}
 
 }  // namespace
 
@@ -135,7 +105,7 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
   }
   rope_main_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.rope_theta, c_.max_position_embeddings);
   rope_compress_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.compress_rope_theta, c_.max_position_embeddings,
-                                      to_kernel(c_.compress_scaling));
+                                      rope_scaling_params(c_.compress_scaling));
   lay_ = make_cache_layout(c_);
   for (int64_t l : c_.kv_source_layer_ids) last_src_ = std::max(last_src_, l);
 }
@@ -365,7 +335,7 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float*
       if (visible >= 1) bs[size_t((visible - 1) / B)] = std::numeric_limits<float>::infinity();
       std::vector<uint8_t>& mask = sh.cand[size_t(i)];
       mask.assign(size_t(E), 0);
-      for (int32_t b : top_k(bs.data(), nb, c_.candidate_topk_blocks))
+      for (int32_t b : top_k_lower_index(bs.data(), nb, c_.candidate_topk_blocks))
         if (bs[size_t(b)] > kNegInf)
           for (int64_t e = b * B; e < std::min(E, (b + 1) * B); ++e) mask[size_t(e)] = 1;
     } else if (use_cand) {
@@ -373,7 +343,7 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float*
       for (int64_t e = 0; e < E; ++e)
         if (e >= int64_t(mask.size()) || !mask[size_t(e)]) sc[size_t(e)] = kNegInf;
     }
-    for (int32_t e : top_k(sc.data(), E, c_.index_topk))
+    for (int32_t e : top_k_lower_index(sc.data(), E, c_.index_topk))
       if (sc[size_t(e)] > kNegInf) sh.topk[size_t(i)].push_back(e);
   }
   sh.has_topk = true;
@@ -516,21 +486,9 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
   }
 
   kernels::apply_rope(o.data(), N, int(H), int(D), pos, rope, true, int(D - R), /*inverse=*/true);
-  // Grouped output projection: group g's heads through rows [g * o_lora, (g + 1) * o_lora)
-  // of wo_a, then wo_b over all groups.
-  const int64_t G = c_.o_groups, gin = H / G * D, olr = c_.o_lora_rank;
-  std::vector<float> og(size_t(N * gin)), zg(size_t(N * olr)), z(size_t(N * G * olr));
-  for (int64_t g = 0; g < G; ++g) {
-    kernels::PackedWeight wg = lw.wo_a;
-    wg.n = olr;
-    wg.data = static_cast<const uint8_t*>(lw.wo_a.data) + g * olr * lw.wo_a.row_bytes();
-    if (wg.scales)
-      wg.scales = static_cast<const uint8_t*>(lw.wo_a.scales) +
-                  (g * olr / lw.wo_a.block_n) * lw.wo_a.scale_cols() * int64_t(dtype_size(lw.wo_a.scale_dtype));
-    for (int64_t i = 0; i < N; ++i) std::memcpy(og.data() + i * gin, o.data() + i * H * D + g * gin, size_t(gin) * 4);
-    kernels::matmul_packed(og.data(), N, wg, zg.data(), pool);  // wo_a: no activation quantization
-    for (int64_t i = 0; i < N; ++i) std::memcpy(z.data() + i * G * olr + g * olr, zg.data() + i * olr, size_t(olr) * 4);
-  }
+  // Grouped output projection (wo_a per head group, then wo_b over all groups).
+  std::vector<float> z(size_t(N * c_.o_groups * c_.o_lora_rank));
+  grouped_wo_a(lw.wo_a, o.data(), N, c_.o_groups, c_.o_lora_rank, z.data(), pool);
   mm(z.data(), N, lw.wo_b, out, pool);
 }
 
