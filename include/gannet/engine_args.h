@@ -39,6 +39,10 @@ struct EngineArgs {
   // off matches transformers). --no-kv-fake-quant, GANNET_KV_FAKE_QUANT=on|off; -1: default
   // (on); set explicitly for another architecture, refused.
   int kv_fake_quant = -1;
+  // K/V element type of dense models: "auto" (f32), "f32" or "bf16" (half the bytes; values
+  // rounded to bf16). DeepSeek models keep their own formats and refuse anything but auto.
+  // --kv-cache-dtype, GANNET_KV_CACHE_DTYPE.
+  std::string kv_cache_dtype = "auto";
   bool quiet = false;                  // no start-up report or progress bars
 
   // Applies GANNET_<NAME> environment variables (names upper-cased, '-' as '_').

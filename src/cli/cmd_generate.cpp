@@ -43,6 +43,7 @@ const char* kUsage =
     "                               positions only (bounded replay; default 140)\n"
     "  --no-yoco-replay             DeepSeek-V4.1: run the full prefill (exact; needed for prompt logprobs)\n"
     "  --no-kv-fake-quant           DeepSeek-V4: leave out the KV / indexer fake quantizations (as transformers)\n"
+    "  --kv-cache-dtype auto|f32|bf16  dense models: K/V element type (bf16 halves the cache; default f32)\n"
     "output:\n"
     "  --json             one JSON line per prompt: prompt, text, token_ids, finish_reason, ...\n"
     "\n"
@@ -60,7 +61,7 @@ int cmd_generate(const Args& args) {
           {"model", "prompt", "prompts", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "threads", "n",
            "stop",
            "logprobs", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
-           "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens"},
+           "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype"},
           {"json", "help", "no-yoco-replay", "no-kv-fake-quant"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
@@ -107,6 +108,7 @@ int cmd_generate(const Args& args) {
     if (f.has("yoco-keep-tokens")) ea.yoco_keep_tokens = f.get_int_in("yoco-keep-tokens", 140, 1, 1 << 24);
     if (f.has("no-yoco-replay")) ea.yoco_replay = 0;
     if (f.has("no-kv-fake-quant")) ea.kv_fake_quant = 0;
+    if (auto v = f.get("kv-cache-dtype")) ea.kv_cache_dtype = *v;
     if (auto a = f.get("act-quant")) {
       if (*a != "none" && *a != "fp8") throw UsageError("--act-quant must be none or fp8, got '" + *a + "'");
       const bool on = *a == "fp8";

@@ -45,6 +45,10 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   if (args_.kv_fake_quant != -1 && !cfg.deepseek_v4)
     fail("--no-kv-fake-quant / GANNET_KV_FAKE_QUANT apply to DeepSeek-V4-Flash only, not ", cfg.architecture);
   cfg.kv_fake_quant = args_.kv_fake_quant != 0;
+  if (args_.kv_cache_dtype != "auto" && (cfg.deepseek_v4 || cfg.deepseek_v41))
+    fail("--kv-cache-dtype ", args_.kv_cache_dtype, ": ", cfg.architecture,
+         " keeps its cache in its own formats (compact FP8/FP4 entries); leave it at auto");
+  cfg.kv_cache_bf16 = args_.kv_cache_dtype == "bf16";
   checkpoint_ = std::make_unique<io::Checkpoint>(args_.model);
   {
     // Weights are read in once at start-up whatever the logging, so the first requests do

@@ -66,6 +66,7 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_YOCO_KEEP_TOKENS")) yoco_keep_tokens = to_int("GANNET_YOCO_KEEP_TOKENS", v);
   if (auto v = env("GANNET_YOCO_REPLAY")) yoco_replay = parse_on_off("GANNET_YOCO_REPLAY", v) ? 1 : 0;
   if (auto v = env("GANNET_KV_FAKE_QUANT")) kv_fake_quant = parse_on_off("GANNET_KV_FAKE_QUANT", v) ? 1 : 0;
+  if (auto v = env("GANNET_KV_CACHE_DTYPE")) kv_cache_dtype = v;
 }
 
 void EngineArgs::validate() const {
@@ -77,6 +78,8 @@ void EngineArgs::validate() const {
   if (max_model_len < 0) fail("--max-model-len must be >= 1, got ", max_model_len);
   io::parse_quantize_flag(quantize);
   if (!(watermark >= 0 && watermark < 1)) fail("watermark must be in [0, 1), got ", watermark);
+  if (kv_cache_dtype != "auto" && kv_cache_dtype != "f32" && kv_cache_dtype != "bf16")
+    fail("--kv-cache-dtype must be auto, f32 or bf16, got '", kv_cache_dtype, "'");
   if (yoco_keep_tokens != -1 && yoco_keep_tokens < 1)
     fail("--yoco-keep-tokens must be >= 1, got ", yoco_keep_tokens);
 }
@@ -92,6 +95,7 @@ std::string EngineArgs::describe() const {
      << " quantize=" << (quantize.empty() ? std::string("none") : quantize)
      << " exact_activations=" << (exact_activations ? "on" : "off");
   if (kv_fake_quant != -1) os << " kv_fake_quant=" << (kv_fake_quant ? "on" : "off");
+  if (kv_cache_dtype != "auto") os << " kv_cache_dtype=" << kv_cache_dtype;
   if (yoco_replay != -1 || yoco_keep_tokens != -1)
     os << " yoco_replay=" << (yoco_replay == 0 ? "off" : "on")
        << " yoco_keep_tokens=" << (yoco_keep_tokens > 0 ? yoco_keep_tokens : 140);

@@ -62,6 +62,8 @@ struct ModelConfig {
   // Not from config.json: DeepSeek-V4's KV / indexer fake quantizations (on, as the
   // official reference; --no-kv-fake-quant turns them off, as transformers computes).
   bool kv_fake_quant = true;
+  // Not from config.json: dense models keep K and V in bf16 (--kv-cache-dtype bf16).
+  bool kv_cache_bf16 = false;
 
   // Parameter count implied by the shapes (embeddings counted once when tied).
   int64_t num_parameters() const;

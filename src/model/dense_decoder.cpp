@@ -74,9 +74,11 @@ DenseDecoder::DenseDecoder(const io::ModelConfig& cfg, const io::Checkpoint& ckp
 CacheSpec DenseDecoder::cache_spec() const {
   // K and V rows of every layer, one entry per position; no per-sequence state.
   CacheSpec s;
-  const int64_t row = cfg_.num_key_value_heads * cfg_.head_dim * int64_t(sizeof(float));
-  s.groups.push_back({"k", cfg_.num_hidden_layers, row, 1, kernels::CacheFormat::kF32});
-  s.groups.push_back({"v", cfg_.num_hidden_layers, row, 1, kernels::CacheFormat::kF32});
+  const bool bf16 = cfg_.kv_cache_bf16;
+  const int64_t row = cfg_.num_key_value_heads * cfg_.head_dim * (bf16 ? 2 : 4);
+  const auto fmt = bf16 ? kernels::CacheFormat::kBF16 : kernels::CacheFormat::kF32;
+  s.groups.push_back({"k", cfg_.num_hidden_layers, row, 1, fmt});
+  s.groups.push_back({"v", cfg_.num_hidden_layers, row, 1, fmt});
   return s;
 }
 
@@ -90,6 +92,17 @@ kernels::KvCacheLayerMut kv_layer(const CacheViews& cache, size_t l) {
   m.v = reinterpret_cast<float*>(v.base);
   m.block_stride = k.block_stride / int64_t(sizeof(float));
   m.slot_stride = k.entry_stride / int64_t(sizeof(float));
+  m.block_size = k.block_size;
+  return m;
+}
+kernels::KvCacheLayerBf16 kv_layer_bf16(const CacheViews& cache, size_t l) {
+  const kernels::CacheArena& k = cache.groups[0][l];
+  const kernels::CacheArena& v = cache.groups[1][l];
+  kernels::KvCacheLayerBf16 m;
+  m.k = reinterpret_cast<uint16_t*>(k.base);
+  m.v = reinterpret_cast<uint16_t*>(v.base);
+  m.block_stride = k.block_stride / 2;
+  m.slot_stride = k.entry_stride / 2;
   m.block_size = k.block_size;
   return m;
 }
@@ -155,10 +168,17 @@ void DenseDecoder::forward(const Batch& b, const CacheViews& cache, float* logit
     }
     kernels::apply_rope(q_.data(), n, nh, int(hd), b.positions, rope_, false);
     kernels::apply_rope(k_.data(), n, nkv, int(hd), b.positions, rope_, false);
-    const kernels::KvCacheLayerMut kv = kv_layer(cache, l);
-    kernels::kv_store(k_.data(), v_.data(), n, b.seqs, b.token_seq, b.positions, nkv, int(hd), kv);
-    kernels::attention(q_.data(), n, nh, nkv, int(hd), scale, b.token_seq, b.positions, b.seqs,
-                       kernels::as_const(kv), attn_.data(), pool);
+    if (cfg_.kv_cache_bf16) {
+      const kernels::KvCacheLayerBf16 kv = kv_layer_bf16(cache, l);
+      kernels::kv_store_bf16(k_.data(), v_.data(), n, b.seqs, b.token_seq, b.positions, nkv, int(hd), kv);
+      kernels::attention_bf16(q_.data(), n, nh, nkv, int(hd), scale, b.token_seq, b.positions, b.seqs, b.n_seqs, kv,
+                              attn_.data(), pool);
+    } else {
+      const kernels::KvCacheLayerMut kv = kv_layer(cache, l);
+      kernels::kv_store(k_.data(), v_.data(), n, b.seqs, b.token_seq, b.positions, nkv, int(hd), kv);
+      kernels::attention(q_.data(), n, nh, nkv, int(hd), scale, b.token_seq, b.positions, b.seqs,
+                         kernels::as_const(kv), attn_.data(), pool);
+    }
     L.o.forward(attn_.data(), n, xn_.data(), pool);
     for (int64_t i = 0; i < n * h; ++i) x_[size_t(i)] += xn_[size_t(i)];
     kernels::rmsnorm(x_.data(), L.post_norm.data(), xn_.data(), n, h, eps);

@@ -305,3 +305,26 @@ TEST(EngineInvariance, SamplesStopsAndPromptLogprobsAsyncOnEqualsOff) {
   for (auto& r : reqs)
     expect_same_full({{r.first, ref.at(r.first)}}, run_full(true, 9, {r}, prompt), r.first + " alone");
 }
+
+// --kv-cache-dtype bf16 (dense models): the cache holds half the bytes, and results stay
+// bit-identical alone, batched and chunked, async or not.
+TEST(EngineInvariance, Bf16KvCacheStaysExact) {
+  auto cases = make_cases(12);
+  const std::vector<int> subset = {0, 1, 2, 3, 4, 5, 6, 7};
+  std::map<int, Result> ref;
+  {
+    EngineArgs a = base_args(false);
+    a.kv_cache_dtype = "bf16";
+    engine::Engine e(a);
+    EXPECT_EQ(e.model().cache_spec().groups[0].format, kernels::CacheFormat::kBF16);
+    for (int i : subset) ref[i] = run_batch(e, cases, {i}).at(i);
+  }
+  for (bool async : kModes)
+    for (int64_t budget : {int64_t(2048), int64_t(7)}) {
+      EngineArgs a = base_args(async);
+      a.kv_cache_dtype = "bf16";
+      a.max_num_batched_tokens = budget;
+      engine::Engine e(a);
+      expect_same(ref, run_batch(e, cases, subset), ("bf16 kv, budget " + std::to_string(budget)).c_str());
+    }
+}

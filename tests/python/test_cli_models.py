@@ -314,3 +314,16 @@ def test_quantized_checkpoints_and_load_time_quantization(gannet, tmp_path):
     assert p.returncode == 2 and "--quantize must be none, fp8 or int8" in p.stderr
     p = gannet(["make-model", "--arch", "llama", "--dtype", "q4", "--out", str(tmp_path / "bad")], check=False)
     assert p.returncode == 2 and "--dtype must be" in p.stderr
+
+
+def test_kv_cache_dtype_flag(gannet, tiny_models):
+    """--kv-cache-dtype bf16 halves a dense model's KV bytes per block; bad values are refused."""
+    m = str(tiny_models["llama"])
+    f32 = gannet(["generate", "--model", m, "--prompt", "hi", "--max-tokens", "2", "--kv-cache-memory", "8MiB"])
+    bf16 = gannet(["generate", "--model", m, "--prompt", "hi", "--max-tokens", "2", "--kv-cache-memory", "8MiB",
+                   "--kv-cache-dtype", "bf16"])
+    import re
+    blocks = lambda p: int(re.search(r"(\d+) blocks x", p.stderr).group(1))
+    assert blocks(bf16) >= 2 * blocks(f32) - 1
+    r = gannet(["generate", "--model", m, "--prompt", "hi", "--kv-cache-dtype", "fp8"], check=False)
+    assert r.returncode == 2 and "--kv-cache-dtype must be auto, f32 or bf16" in r.stderr

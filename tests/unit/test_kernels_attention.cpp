@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention.h"
 
@@ -230,6 +231,58 @@ TEST(KernelsAttention, TokenIsIndependentOfBatchChunkingAndThreads) {
           << isa_name(isa) << " chunk=" << chunk;
     }
   }
+}
+
+}  // namespace
+}  // namespace gannet::kernels
+
+namespace gannet::kernels {
+namespace {
+
+// bf16 K/V arenas (--kv-cache-dtype bf16): attention over them equals attention over f32
+// arenas holding the bf16-rounded values, bit for bit, for several sequences with shuffled
+// blocks, GQA and a batch mixing prefill chunks and decodes.
+TEST(KernelsAttention, Bf16CacheEqualsRoundedF32Cache) {
+  const int n_heads = 8, n_kv = 2, hd = 40, bs = 4;
+  const std::vector<int> lens = {1, 9, 17, 6};
+  std::vector<SeqData> data;
+  for (size_t s = 0; s < lens.size(); ++s) data.push_back(make_seq(lens[s], n_heads, n_kv, hd, uint32_t(50 + 7 * s)));
+  // The f32 reference cache holds the rounded values.
+  std::vector<SeqData> rounded = data;
+  for (auto& d : rounded)
+    for (auto* v : {&d.k, &d.v})
+      for (float& x : *v) x = bf16_to_f32(f32_to_bf16(x));
+  Cache ref(n_kv, hd, bs, lens, 3);
+  store_all(ref, rounded, lens);
+  // The bf16 cache: the same block tables, its own arenas.
+  const int64_t row = int64_t(n_kv) * hd;
+  int total_blocks = 0;
+  for (int len : lens) total_blocks += (len + bs - 1) / bs;
+  std::vector<uint16_t> k16(size_t(total_blocks * bs * row)), v16(k16.size());
+  KvCacheLayerBf16 view{k16.data(), v16.data(), bs * row, row, bs};
+  for (size_t s = 0; s < lens.size(); ++s)
+    for (int p = 0; p < lens[s]; ++p) {
+      const int32_t seq = int32_t(s), pos = p;
+      kv_store_bf16(data[s].k.data() + p * row, data[s].v.data() + p * row, 1, ref.seqs.data(), &seq, &pos, n_kv, hd,
+                    view);
+    }
+  // A batch: every position of sequences 1 and 3, the last of 0 and 2.
+  std::vector<int32_t> tok_seq, tok_pos;
+  std::vector<float> q;
+  for (int32_t s : {0, 1, 2, 3})
+    for (int p = (s == 1 || s == 3) ? 0 : lens[size_t(s)] - 1; p < lens[size_t(s)]; ++p) {
+      tok_seq.push_back(s);
+      tok_pos.push_back(p);
+      q.insert(q.end(), data[size_t(s)].q.begin() + p * n_heads * hd, data[size_t(s)].q.begin() + (p + 1) * n_heads * hd);
+    }
+  const int64_t n = int64_t(tok_seq.size());
+  std::vector<float> want(q.size()), got(q.size());
+  ThreadPool pool(2);
+  attention(q.data(), n, n_heads, n_kv, hd, 0.125f, tok_seq.data(), tok_pos.data(), ref.seqs.data(),
+            as_const(ref.view()), want.data(), &pool);
+  attention_bf16(q.data(), n, n_heads, n_kv, hd, 0.125f, tok_seq.data(), tok_pos.data(), ref.seqs.data(),
+                 int32_t(lens.size()), view, got.data(), &pool);
+  EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4));
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // attention.h: the scalar reference, the split over (token, head) pairs, and kv_store.
 #include "kernels/cpu/attention.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention_impl.h"
@@ -107,6 +109,61 @@ void kv_store(const float* k_rows, const float* v_rows, int64_t n_tokens, const 
     std::memcpy(kv.k + off, k_rows + t * row, row * sizeof(float));
     std::memcpy(kv.v + off, v_rows + t * row, row * sizeof(float));
   }
+}
+
+void kv_store_bf16(const float* k_rows, const float* v_rows, int64_t n_tokens, const AttentionSeq* seqs,
+                   const int32_t* token_seq, const int32_t* token_pos, int n_kv_heads, int head_dim,
+                   const KvCacheLayerBf16& kv) {
+  const int64_t row = int64_t(n_kv_heads) * head_dim;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    GANNET_CHECK(token_pos[t] >= 0, "token ", t, " has position ", token_pos[t]);
+    const int32_t* table = seqs[token_seq[t]].block_table;
+    const int64_t off =
+        int64_t(table[token_pos[t] / kv.block_size]) * kv.block_stride + (token_pos[t] % kv.block_size) * kv.slot_stride;
+    for (int64_t i = 0; i < row; ++i) {
+      kv.k[off + i] = f32_to_bf16(k_rows[t * row + i]);
+      kv.v[off + i] = f32_to_bf16(v_rows[t * row + i]);
+    }
+  }
+}
+
+void attention_bf16(const float* q, int64_t n_tokens, int n_heads, int n_kv_heads, int head_dim, float scale,
+                    const int32_t* token_seq, const int32_t* token_pos, const AttentionSeq* seqs, int32_t n_seqs,
+                    const KvCacheLayerBf16& kv, float* out, ThreadPool* pool) {
+  // The blocks each sequence reads (up to its furthest position in the batch), widened
+  // into consecutive scratch blocks; each sequence gets a table over them.
+  const int64_t row = int64_t(n_kv_heads) * head_dim, bs = kv.block_size;
+  std::vector<int64_t> last(static_cast<size_t>(n_seqs), -1);
+  for (int64_t t = 0; t < n_tokens; ++t) last[size_t(token_seq[t])] = std::max<int64_t>(last[size_t(token_seq[t])], token_pos[t]);
+  std::vector<int64_t> first_block(static_cast<size_t>(n_seqs) + 1, 0);
+  for (int32_t s = 0; s < n_seqs; ++s) first_block[size_t(s) + 1] = first_block[size_t(s)] + (last[size_t(s)] + bs) / bs;
+  const int64_t blocks = first_block[size_t(n_seqs)];
+  thread_local std::vector<float> wk, wv;  // grow only
+  thread_local std::vector<int32_t> tables;
+  thread_local std::vector<AttentionSeq> wide_seqs;
+  if (int64_t(wk.size()) < blocks * bs * row) wk.resize(size_t(blocks * bs * row)), wv.resize(size_t(blocks * bs * row));
+  tables.resize(size_t(blocks));
+  wide_seqs.resize(size_t(n_seqs));
+  for (int32_t s = 0; s < n_seqs; ++s) {
+    for (int64_t b = first_block[size_t(s)]; b < first_block[size_t(s) + 1]; ++b) {
+      tables[size_t(b)] = int32_t(b);
+      const int64_t src = int64_t(seqs[s].block_table[b - first_block[size_t(s)]]) * kv.block_stride;
+      for (int64_t o = 0; o < bs; ++o)
+        for (int64_t i = 0; i < row; ++i) {
+          wk[size_t((b * bs + o) * row + i)] = bf16_to_f32(kv.k[src + o * kv.slot_stride + i]);
+          wv[size_t((b * bs + o) * row + i)] = bf16_to_f32(kv.v[src + o * kv.slot_stride + i]);
+        }
+    }
+    wide_seqs[size_t(s)] = seqs[s];
+    wide_seqs[size_t(s)].block_table = tables.data() + first_block[size_t(s)];
+  }
+  KvCacheLayer view;
+  view.k = wk.data();
+  view.v = wv.data();
+  view.block_stride = bs * row;
+  view.slot_stride = row;
+  view.block_size = int(bs);
+  attention(q, n_tokens, n_heads, n_kv_heads, head_dim, scale, token_seq, token_pos, wide_seqs.data(), view, out, pool);
 }
 
 }  // namespace gannet::kernels

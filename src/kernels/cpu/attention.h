@@ -65,6 +65,26 @@ void attention_isa(Isa isa, const float* q, int64_t n_tokens, int n_heads, int n
                    int head_dim, float scale, const int32_t* token_seq, const int32_t* token_pos,
                    const AttentionSeq* seqs, const KvCacheLayer& kv, float* out, ThreadPool* pool);
 
+// A layer's K and V arenas holding bf16 (the dense models' --kv-cache-dtype bf16); same
+// layout as KvCacheLayerMut, strides in elements.
+struct KvCacheLayerBf16 {
+  uint16_t* k = nullptr;
+  uint16_t* v = nullptr;
+  int64_t block_stride = 0, slot_stride = 0;
+  int block_size = 0;
+};
+
+// kv_store into bf16 arenas: each value rounded to bf16 (nearest even).
+void kv_store_bf16(const float* k_rows, const float* v_rows, int64_t n_tokens, const AttentionSeq* seqs,
+                   const int32_t* token_seq, const int32_t* token_pos, int n_kv_heads, int head_dim,
+                   const KvCacheLayerBf16& kv);
+// attention() over bf16 arenas: every K/V value read is its exact f32 widening, so the
+// result is attention() over an f32 cache holding the bf16-rounded values, bit for bit.
+// (The blocks each sequence of the batch reads are widened once per call.)
+void attention_bf16(const float* q, int64_t n_tokens, int n_heads, int n_kv_heads, int head_dim, float scale,
+                    const int32_t* token_seq, const int32_t* token_pos, const AttentionSeq* seqs, int32_t n_seqs,
+                    const KvCacheLayerBf16& kv, float* out, ThreadPool* pool);
+
 // Writes each token's K and V rows into its sequence's slot for its position.
 // k_rows, v_rows: [n_tokens, n_kv_heads * head_dim].
 void kv_store(const float* k_rows, const float* v_rows, int64_t n_tokens, const AttentionSeq* seqs,
