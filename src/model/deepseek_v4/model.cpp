@@ -265,7 +265,7 @@ std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const f
   std::vector<float> kv(size_t(n * w2)), gate(size_t(n * w2));
   kernels::matmul_packed(a, n, cp.wkv, kv.data(), pool);
   kernels::matmul_packed(a, n, cp.wgate, gate.data(), pool);
-  std::vector<float> pooled;
+  std::vector<float> pooled, slot_gate(static_cast<size_t>(2 * m)), slot_kv(static_cast<size_t>(2 * m));
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = pos0 + i, slot = p % slots;
@@ -279,7 +279,8 @@ std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const f
     // Slots: the previous group's first halves (overlap, g > 0), then this group's (second
     // halves when overlapping).
     for (int64_t c = 0; c < W; ++c) {
-      float gv[16], kvv[16];
+      float* gv = slot_gate.data();  // up to 2 m slots (m = 128 in V4-Flash's HCA layers)
+      float* kvv = slot_kv.data();
       int64_t ns = 0;
       if (cp.overlap && g > 0)
         for (int64_t j = 0; j < m; ++j) {
