@@ -211,7 +211,15 @@ int cmd_info(const Args& args) {
   std::printf("read per token:     %s\n", format_bytes(model->weight_bytes()).c_str());
   for (auto& [fm, b] : model->weight_bytes_by_format())
     std::printf("  %-8s          %s\n", fm.c_str(), format_bytes(b).c_str());
-  std::printf("kv cache per token: %lld bytes (f32 K and V, all layers)\n", (long long)kv_bytes);
+  {
+    const kernels::CacheSpec spec = model->cache_spec();
+    std::string groups;
+    for (const auto& g : spec.groups)
+      groups += (groups.empty() ? "" : ", ") + g.name + " " + kernels::cache_format_name(g.format);
+    std::printf("kv cache per token: %lld bytes (%s, all layers)", (long long)kv_bytes, groups.c_str());
+    if (spec.state_bytes_per_seq) std::printf(" + %s of state per sequence", format_bytes(uint64_t(spec.state_bytes_per_seq)).c_str());
+    std::printf("\n");
+  }
   std::printf("context length:     %lld\n", (long long)cfg.max_position_embeddings);
   std::printf("kernel path:        %s\n", kernel_path_name());
   std::printf("usable cpus:        %d (affinity mask and cgroup quota; the default --threads)\n", usable_cpus());
