@@ -17,6 +17,7 @@
 //   int8             sign-extend to 32 bits, convert (exact).
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/packed_matmul_impl.h"
 #include "kernels/cpu/simd_avx512.h"
@@ -29,19 +30,26 @@ constexpr int kMr = 4;           // x rows per GEMM tile
 constexpr int64_t kMBlock = 64;  // x rows kept in cache while w rows stream past
 
 // How a chunk is decoded: the format, with fp8 split in its fast and exact variants.
-enum class Dec { kF32, kBF16, kF16, kFp8Plain, kFp8Exact, kMxfp4, kInt8 };
+// kBF16Lanes and kMxfp4Lanes decode into a permuted lane order (see "Permuted lanes").
+enum class Dec { kF32, kBF16, kBF16Lanes, kF16, kFp8Plain, kFp8Exact, kMxfp4, kMxfp4Lanes, kInt8 };
 
-constexpr bool scaled(Dec d) { return d == Dec::kFp8Plain || d == Dec::kFp8Exact || d == Dec::kMxfp4 || d == Dec::kInt8; }
+constexpr bool scaled(Dec d) {
+  return d == Dec::kFp8Plain || d == Dec::kFp8Exact || d == Dec::kMxfp4 || d == Dec::kMxfp4Lanes || d == Dec::kInt8;
+}
+constexpr bool is_mxfp4(Dec d) { return d == Dec::kMxfp4 || d == Dec::kMxfp4Lanes; }
+constexpr bool permuted(Dec d) { return d == Dec::kBF16Lanes || d == Dec::kMxfp4Lanes; }
 
 // The stored format a decoder reads.
 constexpr WeightFormat format_of(Dec d) {
   switch (d) {
     case Dec::kF32: return WeightFormat::kF32;
-    case Dec::kBF16: return WeightFormat::kBF16;
+    case Dec::kBF16:
+    case Dec::kBF16Lanes: return WeightFormat::kBF16;
     case Dec::kF16: return WeightFormat::kF16;
     case Dec::kFp8Plain:
     case Dec::kFp8Exact: return WeightFormat::kFp8Block;
-    case Dec::kMxfp4: return WeightFormat::kMxfp4;
+    case Dec::kMxfp4:
+    case Dec::kMxfp4Lanes: return WeightFormat::kMxfp4;
     case Dec::kInt8: return WeightFormat::kInt8Row;
   }
   return WeightFormat::kF32;
@@ -53,7 +61,8 @@ template <Dec D>
 inline __m512 decode(const uint8_t* p, int64_t c, __mmask16 mk) {
   switch (D) {
     case Dec::kF32: return _mm512_maskz_loadu_ps(mk, p + c * 4);
-    case Dec::kBF16: {
+    case Dec::kBF16:
+    case Dec::kBF16Lanes: {  // (dequant: canonical order)
       const __m256i h = _mm256_maskz_loadu_epi16(mk, p + c * 2);
       return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
@@ -81,7 +90,8 @@ inline __m512 decode(const uint8_t* p, int64_t c, __mmask16 mk) {
       const __m512 v = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(mag), sign));
       return _mm512_mask_blend_ps(is_nan, v, _mm512_set1_ps(NAN));
     }
-    case Dec::kMxfp4: {
+    case Dec::kMxfp4:
+    case Dec::kMxfp4Lanes: {  // (dequant: canonical order)
       // 16 codes in 8 bytes, element 2i in the low nibble of byte i (c is even).
       const __mmask16 bytes_mask = __mmask16((1u << ((__builtin_popcount(mk) + 1) / 2)) - 1);
       const __m128i b = _mm_maskz_loadu_epi8(bytes_mask, p + c / 2);
@@ -114,6 +124,57 @@ inline __m512 mxfp4_scaled(const uint8_t* p, int64_t c, __mmask16 mk, __m512 tab
   return _mm512_maskz_permutexvar_ps(mk, idx, table);
 }
 
+// Permuted lanes. The product only fixes which accumulator chain each element joins
+// (canonical lane c % 16) and the order along k, not which register lane holds that chain.
+// So a decoder may put chunk element perm[l] in lane l when x is loaded permuted the same
+// way (permute_x) and the accumulators are put back in canonical lanes (unpermute) before
+// the tree: every output keeps the reference's bits. The two decoders below use this to
+// replace cross-lane widening (the shuffle port's bottleneck) by loads that broadcast and
+// one in-lane step. Whole 16-element chunks only (k % 16 == 0).
+template <Dec D>
+inline __m512i lane_perm() {
+  if constexpr (D == Dec::kMxfp4Lanes) return _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  else return _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+}
+template <Dec D>
+inline __m512i lane_unperm() {  // the inverse permutation
+  if constexpr (D == Dec::kMxfp4Lanes) return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  else return _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);  // an involution
+}
+template <Dec D>
+inline void permute_x(const float* x, int64_t n, float* out) {
+  const __m512i idx = lane_perm<D>();
+  for (int64_t c = 0; c < n; c += 16) _mm512_storeu_ps(out + c, _mm512_permutexvar_ps(idx, _mm512_loadu_ps(x + c)));
+}
+template <Dec D>
+inline __m512 unpermute(__m512 a) {
+  return _mm512_permutexvar_ps(lane_unperm<D>(), a);
+}
+
+// MXFP4, lane 2q = element q, lane 2q + 1 = element q + 8: the chunk's 8 bytes broadcast
+// to every qword by the load, qword q shifted right by 4q bits, so its low dword's low
+// nibble is code q and its high dword's code q + 8; vpermps reads only those 4 bits of
+// the scaled table. One shuffle-port instruction per 16 elements instead of three.
+inline __m512 mxfp4_lanes(const uint8_t* p, int64_t c, __m512 table) {
+  int64_t q;
+  std::memcpy(&q, p + c / 2, 8);
+  const __m512i v = _mm512_srlv_epi64(_mm512_set1_epi64(q), _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28));
+  return _mm512_permutexvar_ps(v, table);
+}
+
+// bf16, 128-bit lane L holds elements 8 (L % 2) + 4 (L / 2) + 0..3: the chunk's 32 bytes
+// broadcast to both halves by the load, one in-lane byte shuffle moves each bf16 into the
+// high half of its dword (zero below). One shuffle instead of a widening plus a shift.
+inline __m512 bf16_lanes(const uint8_t* p, int64_t c) {
+  const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + c * 2)));
+  const __m512i ctl = _mm512_setr_epi32(
+      int32_t(0x0100ffff), int32_t(0x0302ffff), int32_t(0x0504ffff), int32_t(0x0706ffff),  // lane 0: elements 0-3
+      int32_t(0x0100ffff), int32_t(0x0302ffff), int32_t(0x0504ffff), int32_t(0x0706ffff),  // lane 1: 8-11
+      int32_t(0x0908ffff), int32_t(0x0b0affff), int32_t(0x0d0cffff), int32_t(0x0f0effff),  // lane 2: 4-7
+      int32_t(0x0908ffff), int32_t(0x0b0affff), int32_t(0x0d0cffff), int32_t(0x0f0effff));  // lane 3: 12-15
+  return _mm512_castsi512_ps(_mm512_shuffle_epi8(v, ctl));
+}
+
 inline __m512 e2m1_table() {
   return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f,
                         -6.0f);
@@ -140,6 +201,10 @@ inline void tile_step(const float* x, int64_t k, int64_t mr, const uint8_t* cons
   GANNET_UNROLL for (int j = 0; j < NR; ++j) {
     if constexpr (D == Dec::kMxfp4) {
       wv[j] = mxfp4_scaled(rows[j], c, mk, sc[j]);  // sc: the scaled E2M1 table
+    } else if constexpr (D == Dec::kMxfp4Lanes) {
+      wv[j] = mxfp4_lanes(rows[j], c, sc[j]);  // whole chunks only: mk is all ones
+    } else if constexpr (D == Dec::kBF16Lanes) {
+      wv[j] = bf16_lanes(rows[j], c);
     } else {
       wv[j] = decode<D>(rows[j], c, mk);
       if constexpr (scaled(D)) wv[j] = _mm512_mul_ps(wv[j], sc[j]);  // masked lanes: +0 * s = +0 (s finite)
@@ -181,7 +246,7 @@ void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t
     if constexpr (scaled(D)) {
       GANNET_UNROLL for (int j = 0; j < NR; ++j) {
         sc[j] = _mm512_set1_ps(block_scale<D>(w, srows[j], bc));
-        if constexpr (D == Dec::kMxfp4) sc[j] = _mm512_mul_ps(e2m1_table(), sc[j]);
+        if constexpr (is_mxfp4(D)) sc[j] = _mm512_mul_ps(e2m1_table(), sc[j]);
       }
     }
     int64_t c = c0;
@@ -199,8 +264,8 @@ void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t
       // The zero-padded last chunk: the reference pads w with +0 after scaling, so the
       // padded lanes are forced to +0 even where a scale is inf or NaN.
       const __mmask16 mk = mask16(c1 - c);
-      if constexpr (D == Dec::kMxfp4) {
-        tile_step<D, MR, NR>(x, k, mr, rows, c, mk, sc, acc);  // the lookup zeroes the padded lanes
+      if constexpr (is_mxfp4(D)) {
+        tile_step<Dec::kMxfp4, MR, NR>(x, k, mr, rows, c, mk, sc, acc);  // never for permuted(D) (k % 16 == 0)
       } else if constexpr (scaled(D)) {
         __m512 scm[NR];
         GANNET_UNROLL for (int j = 0; j < NR; ++j) scm[j] = _mm512_maskz_mov_ps(mk, sc[j]);
@@ -211,7 +276,8 @@ void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t
     }
   }
   for (int i = 0; i < mr && i < MR; ++i)
-    for (int j = 0; j < nr && j < NR; ++j) y[i * ldy + j] = tree_reduce(acc[i][j]);
+    for (int j = 0; j < nr && j < NR; ++j)
+      y[i * ldy + j] = tree_reduce(permuted(D) ? unpermute<D>(acc[i][j]) : acc[i][j]);
 }
 
 constexpr int kGemmNr = 2;
@@ -221,6 +287,15 @@ constexpr int gemv_rows(Dec) { return 4; }
 
 template <Dec D>
 void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  if constexpr (D == Dec::kMxfp4 || D == Dec::kBF16) {
+    if (w.k % 16 == 0) {
+      constexpr Dec P = D == Dec::kMxfp4 ? Dec::kMxfp4Lanes : Dec::kBF16Lanes;
+      thread_local std::vector<float> xp;  // x in P's lane order, grows only
+      if (xp.size() < size_t(m * w.k)) xp.resize(size_t(m * w.k));
+      permute_x<P>(x, m * w.k, xp.data());
+      return cols<P>(xp.data(), m, w, n0, n1, y, ldy);
+    }
+  }
   if (m == 1) {
     constexpr int nr = gemv_rows(D);
     for (int64_t j = n0; j < n1; j += nr) tile<D, 1, nr>(x, 1, w, j, std::min<int64_t>(nr, n1 - j), y + j, ldy);
