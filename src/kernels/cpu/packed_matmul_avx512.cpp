@@ -280,6 +280,56 @@ void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t
       y[i * ldy + j] = tree_reduce(permuted(D) ? unpermute<D>(acc[i][j]) : acc[i][j]);
 }
 
+// The decode GEMV of 4 rows of a scaled format with named accumulators: the generic
+// tile() keeps its accumulator array in memory across scale blocks (a store and reload
+// every block on each FMA chain; V4.1's blocks are 32 elements). Same products in the
+// same order, so the same bits as tile<D, 1, 4>. Whole 16-element chunks only.
+template <Dec D>
+void gemv4_scaled(const float* x, const PackedWeight& w, int64_t r0, int64_t nr, float* y) {
+  static_assert(scaled(D) && D != Dec::kMxfp4, "kMxfp4 runs as kMxfp4Lanes");
+  const int64_t k = w.k, rb = w.row_bytes(), bk = w.block_k, nb = w.scale_cols();
+  const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
+  const uint8_t* d = static_cast<const uint8_t*>(w.data);
+  const uint8_t* sc = static_cast<const uint8_t*>(w.scales);
+  const uint8_t* p[4];
+  const uint8_t* s[4];
+  for (int j = 0; j < 4; ++j) {
+    const int64_t r = r0 + std::min<int64_t>(j, nr - 1);
+    p[j] = d + r * rb;
+    s[j] = sc + (r / w.block_n) * nb * sbytes;
+  }
+  const int64_t ahead = 4 * rb;  // the next tile's rows, as tile() prefetches
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512 t0 = _mm512_set1_ps(block_scale<D>(w, s[0], b)), t1 = _mm512_set1_ps(block_scale<D>(w, s[1], b)),
+           t2 = _mm512_set1_ps(block_scale<D>(w, s[2], b)), t3 = _mm512_set1_ps(block_scale<D>(w, s[3], b));
+    if constexpr (D == Dec::kMxfp4Lanes) {  // the scaled E2M1 table
+      const __m512 tab = e2m1_table();
+      t0 = _mm512_mul_ps(tab, t0), t1 = _mm512_mul_ps(tab, t1), t2 = _mm512_mul_ps(tab, t2), t3 = _mm512_mul_ps(tab, t3);
+    }
+    const int64_t c1 = std::min(k, (b + 1) * bk);
+    for (int64_t c = b * bk; c < c1; c += 16) {
+      const int64_t at = packed_bytes(format_of(D), c) + ahead;
+      GANNET_UNROLL for (int j = 0; j < 4; ++j) _mm_prefetch(reinterpret_cast<const char*>(p[j] + at), _MM_HINT_T0);
+      const __m512 xv = _mm512_loadu_ps(x + c);
+      if constexpr (D == Dec::kMxfp4Lanes) {
+        a0 = _mm512_fmadd_ps(xv, mxfp4_lanes(p[0], c, t0), a0);
+        a1 = _mm512_fmadd_ps(xv, mxfp4_lanes(p[1], c, t1), a1);
+        a2 = _mm512_fmadd_ps(xv, mxfp4_lanes(p[2], c, t2), a2);
+        a3 = _mm512_fmadd_ps(xv, mxfp4_lanes(p[3], c, t3), a3);
+      } else {
+        const __mmask16 all = 0xffff;
+        a0 = _mm512_fmadd_ps(xv, _mm512_mul_ps(decode<D>(p[0], c, all), t0), a0);
+        a1 = _mm512_fmadd_ps(xv, _mm512_mul_ps(decode<D>(p[1], c, all), t1), a1);
+        a2 = _mm512_fmadd_ps(xv, _mm512_mul_ps(decode<D>(p[2], c, all), t2), a2);
+        a3 = _mm512_fmadd_ps(xv, _mm512_mul_ps(decode<D>(p[3], c, all), t3), a3);
+      }
+    }
+  }
+  const __m512 acc[4] = {a0, a1, a2, a3};
+  for (int j = 0; j < nr && j < 4; ++j) y[j] = tree_reduce(permuted(D) ? unpermute<D>(acc[j]) : acc[j]);
+}
+
 constexpr int kGemmNr = 2;
 // Weight rows a decode GEMV streams side by side (independent FMA chains, memory streams).
 // 4 for every format: 6 or 8 for the 1-byte ones measured no faster.
@@ -297,6 +347,12 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
     }
   }
   if (m == 1) {
+    if constexpr (scaled(D) && D != Dec::kMxfp4) {
+      if (w.k > 0 && w.k % 16 == 0 && w.block_k % 16 == 0) {
+        for (int64_t j = n0; j < n1; j += 4) gemv4_scaled<D>(x, w, j, std::min<int64_t>(4, n1 - j), y + j);
+        return;
+      }
+    }
     constexpr int nr = gemv_rows(D);
     for (int64_t j = n0; j < n1; j += nr) tile<D, 1, nr>(x, 1, w, j, std::min<int64_t>(nr, n1 - j), y + j, ldy);
     return;
