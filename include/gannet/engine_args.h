@@ -43,7 +43,27 @@ struct EngineArgs {
   // rounded to bf16). DeepSeek models keep their own formats and refuse anything but auto.
   // --kv-cache-dtype, GANNET_KV_CACHE_DTYPE.
   std::string kv_cache_dtype = "auto";
+  // Speculative decoding: "off", "ngram" (prompt lookup: drafts copied from earlier in the
+  // sequence's own history) or "dspark" (DeepSeek-V4.1's drafter). Greedy and sampled
+  // outputs are bit-identical to decoding without it (sampling/speculative.h).
+  // --speculative, GANNET_SPECULATIVE.
+  std::string speculative = "off";
+  // Drafts verified per decode step; 0: the default (4) when speculation is on.
+  // --num-speculative-tokens, GANNET_NUM_SPECULATIVE_TOKENS.
+  int64_t num_speculative_tokens = 0;
+  // "fixed" (verify every draft) or "varlen" (DSpark: choose per request from the drafter's
+  // confidences). --speculative-verify, GANNET_SPECULATIVE_VERIFY.
+  std::string speculative_verify = "fixed";
+  // N-gram drafting: suffix lengths looked up, longest first. --ngram-min, --ngram-max,
+  // GANNET_NGRAM_MIN, GANNET_NGRAM_MAX.
+  int ngram_min = 1;
+  int ngram_max = 4;
   bool quiet = false;                  // no start-up report or progress bars
+
+  // The drafts per step speculation runs with (0 when off).
+  int64_t speculative_tokens() const {
+    return speculative == "off" ? 0 : (num_speculative_tokens > 0 ? num_speculative_tokens : 4);
+  }
 
   // Applies GANNET_<NAME> environment variables (names upper-cased, '-' as '_').
   void apply_environment();

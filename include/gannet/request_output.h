@@ -38,6 +38,11 @@ struct RequestMetrics {
   double first_scheduled_time = 0;  // 0 until scheduled
   double first_token_time = 0;
   double finished_time = 0;
+  // Speculative decoding, over the request's samples: verify steps, drafts proposed and
+  // accepted (a step's tokens = 1 + its accepted drafts), and per draft position i the
+  // drafts proposed and accepted there.
+  int64_t spec_steps = 0, spec_drafted = 0, spec_accepted = 0;
+  std::vector<int64_t> spec_drafted_at, spec_accepted_at;
 };
 
 struct RequestOutput {

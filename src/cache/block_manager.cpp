@@ -98,6 +98,18 @@ void BlockManager::fork(const BlockTable& parent, BlockTable& child, int64_t tok
   for (int32_t b : child.blocks) ++ref_[size_t(b)];
 }
 
+void BlockManager::truncate(BlockTable& t, int64_t tokens) {
+  GANNET_CHECK(tokens >= 0, "truncate to ", tokens, " positions");
+  if (tokens >= t.num_tokens) return;
+  const int64_t keep = blocks_for(tokens);
+  for (int64_t i = keep; i < int64_t(t.blocks.size()); ++i) drop_block(t.blocks[size_t(i)]);
+  if (keep < int64_t(t.blocks.size())) {
+    t.blocks.resize(size_t(keep));
+    t.dirty_from = std::min(t.dirty_from, keep);
+  }
+  t.num_tokens = tokens;
+}
+
 void BlockManager::release(BlockTable& t) {
   for (int32_t b : t.blocks) drop_block(b);
   t.blocks.clear();

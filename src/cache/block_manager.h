@@ -64,6 +64,11 @@ class BlockManager {
   bool can_fork() const { return !free_slots_.empty(); }
   void fork(const BlockTable& parent, BlockTable& child, int64_t tokens = -1);
 
+  // Shrinks t to its first `tokens` positions (speculative decoding: rejected drafts),
+  // dropping the blocks past them (freed when their count drops to 0). Positions past
+  // `tokens` in the last kept block become unwritten again: if that block is shared, the
+  // next grow() copies it first, as for any partial block.
+  void truncate(BlockTable& t, int64_t tokens);
   // Returns blocks (when their count drops to 0) and the slot; leaves t empty.
   void release(BlockTable& t);
 

@@ -44,6 +44,10 @@ const char* kUsage =
     "  --no-yoco-replay             DeepSeek-V4.1: run the full prefill (exact; needed for prompt logprobs)\n"
     "  --no-kv-fake-quant           DeepSeek-V4: leave out the KV / indexer fake quantizations (as transformers)\n"
     "  --kv-cache-dtype auto|f32|bf16  dense models: K/V element type (bf16 halves the cache; default f32)\n"
+    "  --speculative off|ngram|dspark  speculative decoding (default off); outputs stay bit-identical\n"
+    "  --num-speculative-tokens K   drafts verified per step (default 4)\n"
+    "  --speculative-verify fixed|varlen  verify every draft, or choose by DSpark confidences (default fixed)\n"
+    "  --ngram-min N, --ngram-max N n-gram drafting: suffix lengths looked up, longest first (default 1, 4)\n"
     "output:\n"
     "  --json             one JSON line per prompt: prompt, text, token_ids, finish_reason, ...\n"
     "\n"
@@ -61,7 +65,8 @@ int cmd_generate(const Args& args) {
           {"model", "prompt", "prompts", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "threads", "n",
            "stop",
            "logprobs", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
-           "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype"},
+           "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype",
+           "speculative", "num-speculative-tokens", "speculative-verify", "ngram-min", "ngram-max"},
           {"json", "help", "no-yoco-replay", "no-kv-fake-quant"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
@@ -109,6 +114,7 @@ int cmd_generate(const Args& args) {
     if (f.has("no-yoco-replay")) ea.yoco_replay = 0;
     if (f.has("no-kv-fake-quant")) ea.kv_fake_quant = 0;
     if (auto v = f.get("kv-cache-dtype")) ea.kv_cache_dtype = *v;
+    apply_speculative_flags(f, ea);
     if (auto a = f.get("act-quant")) {
       if (*a != "none" && *a != "fp8") throw UsageError("--act-quant must be none or fp8, got '" + *a + "'");
       const bool on = *a == "fp8";
@@ -194,7 +200,13 @@ int cmd_generate(const Args& args) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   int failures = 0;
+  int64_t spec_steps = 0, spec_drafted = 0, spec_accepted = 0;
   for (const Item& it : items) {
+    if (it.output) {
+      spec_steps += it.output->metrics.spec_steps;
+      spec_drafted += it.output->metrics.spec_drafted;
+      spec_accepted += it.output->metrics.spec_accepted;
+    }
     if (it.error) {
       std::printf("%s\n", dump_line(nlohmann::json{{"error", *it.error}}).c_str());
       ++failures;
@@ -223,6 +235,11 @@ int cmd_generate(const Args& args) {
   std::fprintf(stderr, "[%zu requests, %llu tokens generated in %.2f s (%.1f tok/s), %lld steps, %lld preemptions]\n",
                done, (unsigned long long)gen_tokens, secs, double(gen_tokens) / std::max(secs, 1e-9),
                (long long)eng.num_steps(), (long long)eng.scheduler().num_preemptions());
+  if (spec_steps > 0)
+    std::fprintf(stderr, "[speculative: %lld drafts, %lld accepted (%.1f%%), mean acceptance length %.2f]\n",
+                 (long long)spec_drafted, (long long)spec_accepted,
+                 spec_drafted ? 100.0 * double(spec_accepted) / double(spec_drafted) : 0.0,
+                 double(spec_steps + spec_accepted) / double(spec_steps));
   return failures ? 1 : 0;
 }
 

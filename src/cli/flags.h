@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "gannet/engine_args.h"
 
 namespace gannet::cli {
 
@@ -36,6 +37,12 @@ class Flags {
  private:
   std::map<std::string, std::string> values_;
 };
+
+// The speculative-decoding flags every engine command takes (engine_args.h): speculative,
+// num-speculative-tokens, speculative-verify, ngram-min, ngram-max.
+inline const std::set<std::string> kSpeculativeFlags = {"speculative", "num-speculative-tokens", "speculative-verify",
+                                                        "ngram-min", "ngram-max"};
+void apply_speculative_flags(const Flags& f, EngineArgs& ea);
 
 // Strict number parsing; throws UsageError naming the flag.
 int64_t parse_int(const std::string& flag, const std::string& text);

@@ -138,6 +138,15 @@ json output_to_json(const RequestOutput& out, const SamplingParams& params) {
     for (const auto& c : out.outputs) all.push_back(completion_json(c, params));
     j["outputs"] = all;
   }
+  const RequestMetrics& m = out.metrics;
+  if (m.spec_steps > 0) {
+    j["speculative"] = {{"steps", m.spec_steps},
+                        {"drafted", m.spec_drafted},
+                        {"accepted", m.spec_accepted},
+                        {"mean_acceptance_length", double(m.spec_steps + m.spec_accepted) / double(m.spec_steps)},
+                        {"drafted_at", m.spec_drafted_at},
+                        {"accepted_at", m.spec_accepted_at}};
+  }
   return j;
 }
 

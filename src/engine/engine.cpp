@@ -119,6 +119,20 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   sc.chunked_prefill = args_.enable_chunked_prefill;
   sc.prompt_logprob_chunk = std::min<int64_t>(256, args_.max_num_batched_tokens);
   sc.max_logit_rows = args_.max_num_seqs + sc.prompt_logprob_chunk;
+  // Speculative decoding (engine_args.h). The drafts of the DeepSeek models' per-sequence
+  // state (window rings, open compressor groups) cannot be rolled back yet.
+  if (args_.speculative == "dspark")
+    fail("--speculative dspark: ",
+         cfg.deepseek_v41 ? "gannet does not run DeepSeek-V4.1's DSpark drafter yet (use --speculative ngram)"
+                          : cfg.architecture + " has no DSpark drafter (only DeepSeek-V4.1 checkpoints carry one)");
+  if (args_.speculative != "off" && (cfg.deepseek_v41 || cfg.deepseek_v4))
+    fail("--speculative ", args_.speculative, ": ", cfg.architecture,
+         " keeps per-sequence state (window rings, open compressor groups) that rejected drafts would have to roll "
+         "back, which gannet does not do yet");
+  sc.num_speculative_tokens = args_.speculative_tokens();
+  // Verified drafts need logit rows of their own (as many as 256 more; fewer drafts when
+  // a step runs out of them).
+  sc.max_logit_rows += std::min<int64_t>(args_.max_num_seqs * sc.num_speculative_tokens, 256);
   scheduler_ = std::make_unique<Scheduler>(sc, *blocks_);
   // Bounded replay exists for models with decoder layers after their last KV source.
   if (!cfg.deepseek_v41 && (args_.yoco_keep_tokens != -1 || args_.yoco_replay != -1))
@@ -126,7 +140,8 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
          " has no decoder layers to replay");
   replay_keep_ = cfg.deepseek_v41 && args_.yoco_replay != 0 ? (args_.yoco_keep_tokens > 0 ? args_.yoco_keep_tokens : 140) : 0;
   executor_ = std::make_unique<Executor>(*model_, *cache_, pool_.get(), args_.max_num_batched_tokens,
-                                         sc.max_logit_rows, args_.max_num_seqs, eos_ids_, replay_keep_);
+                                         sc.max_logit_rows, args_.max_num_seqs, eos_ids_, replay_keep_,
+                                         sampling::NgramConfig{args_.ngram_min, args_.ngram_max});
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_.get());
   if (args_.async_scheduling) exec_thread_ = std::make_unique<ExecutorThread>(*executor_);
   if (!args_.quiet) {
@@ -258,6 +273,11 @@ void Engine::process(const StepResult& result) {
     Request* req = seq->request;
     if (req->metrics.first_token_time == 0) req->metrics.first_token_time = done_time;
     check_stop(*seq);
+    // A speculative step's further tokens, each checked as if it had come alone.
+    while (!seq->finished() && scheduler_->has_held(seq)) {
+      scheduler_->commit_held(seq);
+      check_stop(*seq);
+    }
     if (req->progress_mark != result.step_id) {  // once per request, in progress order
       req->progress_mark = result.step_id;
       progressed_.push_back(req);

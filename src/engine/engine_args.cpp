@@ -67,6 +67,11 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_YOCO_REPLAY")) yoco_replay = parse_on_off("GANNET_YOCO_REPLAY", v) ? 1 : 0;
   if (auto v = env("GANNET_KV_FAKE_QUANT")) kv_fake_quant = parse_on_off("GANNET_KV_FAKE_QUANT", v) ? 1 : 0;
   if (auto v = env("GANNET_KV_CACHE_DTYPE")) kv_cache_dtype = v;
+  if (auto v = env("GANNET_SPECULATIVE")) speculative = v;
+  if (auto v = env("GANNET_NUM_SPECULATIVE_TOKENS")) num_speculative_tokens = to_int("GANNET_NUM_SPECULATIVE_TOKENS", v);
+  if (auto v = env("GANNET_SPECULATIVE_VERIFY")) speculative_verify = v;
+  if (auto v = env("GANNET_NGRAM_MIN")) ngram_min = int(to_int("GANNET_NGRAM_MIN", v));
+  if (auto v = env("GANNET_NGRAM_MAX")) ngram_max = int(to_int("GANNET_NGRAM_MAX", v));
 }
 
 void EngineArgs::validate() const {
@@ -82,6 +87,19 @@ void EngineArgs::validate() const {
     fail("--kv-cache-dtype must be auto, f32 or bf16, got '", kv_cache_dtype, "'");
   if (yoco_keep_tokens != -1 && yoco_keep_tokens < 1)
     fail("--yoco-keep-tokens must be >= 1, got ", yoco_keep_tokens);
+  if (speculative != "off" && speculative != "ngram" && speculative != "dspark")
+    fail("--speculative must be off, ngram or dspark, got '", speculative, "'");
+  if (num_speculative_tokens < 0 || num_speculative_tokens > 16)
+    fail("--num-speculative-tokens must be in [1, 16], got ", num_speculative_tokens);
+  if (num_speculative_tokens > 0 && speculative == "off")
+    fail("--num-speculative-tokens ", num_speculative_tokens, " needs --speculative ngram or dspark");
+  if (speculative_verify != "fixed" && speculative_verify != "varlen")
+    fail("--speculative-verify must be fixed or varlen, got '", speculative_verify, "'");
+  if (speculative_verify == "varlen" && speculative != "dspark")
+    fail("--speculative-verify varlen schedules by DSpark's confidences; it needs --speculative dspark (got ",
+         speculative, ")");
+  if (ngram_min < 1 || ngram_max < ngram_min || ngram_max > 64)
+    fail("--ngram-min / --ngram-max must satisfy 1 <= min <= max <= 64, got ", ngram_min, " and ", ngram_max);
 }
 
 std::string EngineArgs::describe() const {
@@ -96,6 +114,10 @@ std::string EngineArgs::describe() const {
      << " exact_activations=" << (exact_activations ? "on" : "off");
   if (kv_fake_quant != -1) os << " kv_fake_quant=" << (kv_fake_quant ? "on" : "off");
   if (kv_cache_dtype != "auto") os << " kv_cache_dtype=" << kv_cache_dtype;
+  if (speculative != "off")
+    os << " speculative=" << speculative << " num_speculative_tokens=" << speculative_tokens()
+       << " speculative_verify=" << speculative_verify
+       << (speculative == "ngram" ? " ngram=" + std::to_string(ngram_min) + ".." + std::to_string(ngram_max) : "");
   if (yoco_replay != -1 || yoco_keep_tokens != -1)
     os << " yoco_replay=" << (yoco_replay == 0 ? "off" : "on")
        << " yoco_keep_tokens=" << (yoco_keep_tokens > 0 ? yoco_keep_tokens : 140);

@@ -9,9 +9,10 @@
 namespace gannet::engine {
 
 Executor::Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* pool, int64_t max_tokens,
-                   int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids, int64_t replay_keep)
+                   int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids, int64_t replay_keep,
+                   sampling::NgramConfig ngram)
     : model_(model), cache_(cache), pool_(pool), vocab_(model.config().vocab_size), max_tokens_(max_tokens),
-      max_logit_rows_(max_logit_rows), replay_keep_(replay_keep), eos_ids_(std::move(eos_ids)) {
+      max_logit_rows_(max_logit_rows), replay_keep_(replay_keep), eos_ids_(std::move(eos_ids)), ngram_(ngram) {
   model_.reserve(max_tokens, max_logit_rows);
   ids_.resize(size_t(max_tokens));
   pos_.resize(size_t(max_tokens));
@@ -21,6 +22,8 @@ Executor::Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* p
   planned_.reserve(size_t(max_seqs) + 1);
   first_row_.reserve(size_t(max_seqs) + 1);
   last_row_.reserve(size_t(max_seqs) + 1);
+  start_.reserve(size_t(max_seqs) + 1);
+  count_.reserve(size_t(max_seqs) + 1);
   rows_.reserve(size_t(2 * max_seqs + 2));
   logits_.resize(size_t(max_logit_rows) * size_t(vocab_));
   const int threads = pool ? pool->size() : 1;
@@ -36,6 +39,7 @@ void Executor::apply_changes(const StepPlan& plan) {
     r.tokens.reserve(size_t(std::max<int64_t>(a.reserve, int64_t(a.tokens.size())) + 1));
     r.tokens.assign(a.tokens.begin(), a.tokens.end());
     r.prompt_len = a.prompt_len;
+    r.reserve = a.reserve;
     r.blocks.clear();
     r.blocks.reserve(size_t(a.max_blocks));
     r.params = a.params;
@@ -61,6 +65,8 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
   planned_.resize(n_rows);
   first_row_.resize(n_rows);
   last_row_.resize(n_rows);
+  start_.resize(n_rows);
+  count_.resize(n_rows);
   int64_t n = 0, rows = 0;
   for (size_t i = 0; i < n_rows; ++i) {
     const PlanRow& s = plan.rows[i];
@@ -75,18 +81,36 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
       row.blocks.insert(row.blocks.end(), plan.tables.begin() + s.table_offset,
                         plan.tables.begin() + s.table_offset + s.table_len);
     }
-    GANNET_CHECK(s.start + s.count <= int64_t(row.tokens.size()), "sequence ", s.seq_id, " planned to ",
-                 s.start + s.count, " with ", row.tokens.size(), " tokens");
+    int64_t start = s.start, count = s.count;
+    if (s.spec_k >= 0) {
+      // Speculative decode: from this row's own last token (steps before may have accepted
+      // drafts the plan could not know of), with drafts appended to the history until
+      // verification keeps or drops them. Never past max_tokens.
+      start = int64_t(row.tokens.size()) - 1;
+      const int64_t k = std::clamp<int64_t>(row.reserve - int64_t(row.tokens.size()) - 1, 0, s.spec_k);
+      sampling::ngram_draft(row.tokens, int(k), ngram_, &draft_);
+      row.tokens.insert(row.tokens.end(), draft_.begin(), draft_.end());
+      count = 1 + int64_t(draft_.size());
+      GANNET_CHECK(start + count <= int64_t(row.blocks.size()) * cache_.block_size(), "sequence ", s.seq_id,
+                   ": speculative row reaches position ", start + count, " past its blocks");
+    }
+    GANNET_CHECK(start + count <= int64_t(row.tokens.size()), "sequence ", s.seq_id, " planned to ", start + count,
+                 " with ", row.tokens.size(), " tokens");
+    start_[i] = start;
+    count_[i] = count;
     planned_[i] = &row;
     attn_seqs_[i].block_table = row.blocks.data();
     attn_seqs_[i].state_slot = row.state_slot;
     attn_seqs_[i].replay_from = replay_keep_ > 0 ? std::max<int64_t>(0, row.prompt_len - replay_keep_) : 0;
     first_row_[i] = rows;
-    for (int64_t j = 0; j < s.count; ++j) {
-      ids_[size_t(n)] = row.tokens[size_t(s.start + j)];
-      pos_[size_t(n)] = int32_t(s.start + j);
+    GANNET_CHECK(n + count <= max_tokens_ && rows + count <= max_logit_rows_, "step of more than ", max_tokens_,
+                 " tokens");
+    for (int64_t j = 0; j < count; ++j) {
+      ids_[size_t(n)] = row.tokens[size_t(start + j)];
+      pos_[size_t(n)] = int32_t(start + j);
       tok_seq_[size_t(n)] = int32_t(i);
-      if (s.prompt_logprobs || (s.num_samples && j == s.count - 1)) logit_rows_[size_t(rows++)] = int32_t(n);
+      if (s.prompt_logprobs || s.spec_k >= 0 || (s.num_samples && j == count - 1))
+        logit_rows_[size_t(rows++)] = int32_t(n);
       ++n;
     }
     last_row_[i] = rows - 1;
@@ -112,16 +136,19 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     RowResult& r = result.rows[i];
     r.seq_id = s.seq_id;
     r.epoch = s.epoch;
-    r.count = s.count;
+    r.count = count_[i];
     r.first_prompt_pos = s.start + 1;  // logits row j predicts position start + j + 1
+    r.spec_k = s.spec_k;
+    r.spec_drafted = s.spec_k >= 0 ? int(count_[i] - 1) : 0;
     r.prompt_lp_offset = n_prompt;
     r.prompt_lp_len = s.prompt_logprobs ? std::max<int64_t>(0, std::min(s.count, row.prompt_len - 1 - s.start)) : 0;
     n_prompt += r.prompt_lp_len;
     n_top += r.prompt_lp_len * row.params.prompt_logprobs.value_or(0);
     r.sample_offset = n_samples;
-    r.num_samples = s.num_samples;
-    n_samples += s.num_samples;
-    n_top += int64_t(s.num_samples) * row.params.logprobs.value_or(0);
+    // A speculative row may keep every verified row's sample; it sets its count below.
+    r.num_samples = s.spec_k >= 0 ? int(count_[i]) : s.num_samples;
+    n_samples += r.num_samples;
+    n_top += int64_t(r.num_samples) * row.params.logprobs.value_or(0);
   }
   result.samples.resize(size_t(n_samples));
   result.prompt_lps.resize(size_t(n_prompt));
@@ -157,6 +184,22 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
         put(o, result.prompt_lps[size_t(r.prompt_lp_offset + j)]);
       }
       if (s.num_samples == 0) continue;
+      if (s.spec_k >= 0) {
+        // Verification (sampling/speculative.h): each row samples as plain decoding would at
+        // its output position; drafts are kept while the samples equal them.
+        RowResult& rr = result.rows[size_t(i)];
+        sampling::SampleInput in;
+        in.params = &row.params;
+        in.seed = row.seed;
+        in.stream = uint64_t(row.sample_index);
+        in.eos_ids = eos_ids_;
+        const int kept = sampling::verify_point_drafts(
+            sampler, in, logits_.data() + first_row_[size_t(i)] * vocab_, vocab_, row.tokens, row.prompt_len,
+            start_[size_t(i)], count_[size_t(i)], &o,
+            [&](int64_t j, const sampling::SampleOutput& so) { put(so, result.samples[size_t(rr.sample_offset + j)]); });
+        rr.num_samples = kept;
+        continue;
+      }
       const float* lg = logits_.data() + last_row_[size_t(i)] * vocab_;
       // The history the sample follows: everything before position start + count.
       const std::span<const int32_t> all(row.tokens.data(), size_t(s.start + s.count));
@@ -184,8 +227,14 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     const PlanRow& s = plan.rows[i];
     if (s.num_samples == 0) continue;
     Row& row = *planned_[i];
+    const RowResult& r = result.rows[i];
+    if (s.spec_k >= 0) {  // the last token, the accepted drafts (equal to their samples), the next
+      row.tokens.resize(size_t(start_[i] + 1));
+      for (int k = 0; k < r.num_samples; ++k) row.tokens.push_back(result.samples[size_t(r.sample_offset + k)].token);
+      continue;
+    }
     row.tokens.resize(size_t(s.start + s.count));
-    row.tokens.push_back(result.samples[size_t(result.rows[i].sample_offset)].token);
+    row.tokens.push_back(result.samples[size_t(r.sample_offset)].token);
   }
 }
 

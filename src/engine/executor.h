@@ -15,13 +15,15 @@
 #include "engine/step_plan.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
+#include "sampling/speculative.h"
 
 namespace gannet::engine {
 
 class Executor {
  public:
   Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* pool, int64_t max_tokens,
-           int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids, int64_t replay_keep = 0);
+           int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids, int64_t replay_keep = 0,
+           sampling::NgramConfig ngram = {});
 
   // Applies the plan's row changes, runs the forward pass and samples into *out (whose
   // buffers are reused).
@@ -34,6 +36,7 @@ class Executor {
     uint64_t epoch = 0;
     std::vector<int32_t> tokens;  // prompt, outputs (including the ones sampled here)
     int64_t prompt_len = 0;
+    int64_t reserve = 0;          // prompt + max_tokens: drafts never go past it
     std::vector<int32_t> blocks;  // block table
     SamplingParams params;
     uint64_t seed = 0;
@@ -55,6 +58,9 @@ class Executor {
   std::vector<kernels::AttentionSeq> attn_seqs_;            // [max_seqs]
   std::vector<Row*> planned_;                               // [rows of the plan]
   std::vector<int64_t> first_row_, last_row_;               // logit rows per plan row
+  std::vector<int64_t> start_, count_;                      // positions computed per plan row
+  sampling::NgramConfig ngram_;
+  std::vector<int32_t> draft_;                              // scratch
   std::vector<float> logits_;                               // [max_logit_rows, vocab]
   std::vector<sampling::Sampler> samplers_;                 // one per pool thread
   std::vector<sampling::SampleOutput> sample_outs_;         // one per pool thread

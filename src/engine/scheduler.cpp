@@ -20,8 +20,11 @@ int64_t Scheduler::slots_needed(const Sequence* seq) const {
   return seq->forked ? 1 : seq->request->params.n;
 }
 
-void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan) {
-  blocks_.grow(seq->table, seq->num_computed + count, plan.copies);
+void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int spec_k) {
+  // A speculative row may reach spec_k positions further, after what the speculative
+  // steps in flight may have added.
+  const int64_t extra = spec_k >= 0 ? spec_k + seq->spec_inflight : 0;
+  blocks_.grow(seq->table, seq->num_computed + count + extra, plan.copies);
   if (!seq->in_executor) {
     // The executor learns the sequence with its whole history (real tokens only: a
     // sequence outside the executor has nothing pending).
@@ -33,7 +36,7 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan) {
     a.tokens = seq->tokens;
     a.prompt_len = seq->prompt_len;
     a.reserve = seq->prompt_len + req.params.max_tokens;
-    a.max_blocks = blocks_.blocks_for(a.reserve + 1);
+    a.max_blocks = blocks_.blocks_for(a.reserve + 1 + 2 * cfg_.num_speculative_tokens);
     a.params = req.params;
     a.seed = req.seed;
     a.sample_index = seq->sample_index;
@@ -61,9 +64,11 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan) {
     plan.tables.insert(plan.tables.end(), blocks.begin() + r.table_from, blocks.end());
     seq->table.mark_synced();
   }
-  plan.num_tokens += count;
-  plan.num_logit_rows += r.prompt_logprobs ? count : (r.num_samples ? 1 : 0);
+  r.spec_k = spec_k;
+  plan.num_tokens += count + std::max(spec_k, 0);
+  plan.num_logit_rows += r.prompt_logprobs ? count : (r.num_samples ? 1 + std::max(spec_k, 0) : 0);
   plan.rows.push_back(r);
+  if (spec_k > 0) seq->spec_inflight += spec_k;
   seq->planned_in_step = step_;
   // Planned ahead: the positions count as computed now, and the sampled token is a
   // placeholder until the result replaces it.
@@ -93,8 +98,19 @@ void Scheduler::schedule(StepPlan& plan) {
         int64_t(seq->tokens.size()) >= cfg_.max_model_len)
       continue;
     if (plan.num_logit_rows + 1 > cfg_.max_logit_rows) break;
+    // Speculative decoding: every decode is a speculative row (the executor places it),
+    // with as many drafts as the step's token and logit-row budgets and the tokens the
+    // sequence may still produce allow.
+    int spec_k = -1;
+    if (cfg_.num_speculative_tokens > 0) {
+      const int64_t left = seq->request->params.max_tokens - (int64_t(seq->tokens.size()) - seq->prompt_len);
+      spec_k = int(std::max<int64_t>(0, std::min({cfg_.num_speculative_tokens, budget - 1, left - 1,
+                                                   cfg_.max_logit_rows - plan.num_logit_rows - 1,
+                                                   cfg_.max_model_len - int64_t(seq->tokens.size()) - 1})));
+    }
+    const int64_t reach = seq->num_computed + 1 + (spec_k >= 0 ? spec_k + seq->spec_inflight : 0);
     bool self_preempted = false;
-    while (!blocks_.can_grow(seq->table, seq->num_computed + 1)) {
+    while (!blocks_.can_grow(seq->table, reach)) {
       Sequence* victim = running_.back();
       preempt(victim);
       preempted = true;
@@ -104,8 +120,8 @@ void Scheduler::schedule(StepPlan& plan) {
       }
     }
     if (self_preempted) break;  // seq was the newest: nothing after it remains
-    schedule_chunk(seq, 1, plan);
-    --budget;
+    schedule_chunk(seq, 1, plan, spec_k);
+    budget -= 1 + std::max(spec_k, 0);
   }
   // 2. Prompt chunks of running sequences. Prompts whose logprobs are wanted may always be
   // split (their logit rows are capped per step), whatever chunked_prefill says.
@@ -218,6 +234,9 @@ void Scheduler::preempt(Sequence* seq) {
   seq->tokens.resize(size_t(seq->num_tokens()));  // placeholders: their results go stale
   seq->num_pending = 0;
   seq->num_computed = 0;
+  seq->spec_inflight = 0;
+  seq->held.clear();
+  seq->held_next = 0;
   seq->epoch++;
   seq->num_preemptions++;
   seq->status = SeqStatus::kWaiting;
@@ -234,6 +253,8 @@ void Scheduler::finish(Sequence* seq) {
   }
   seq->tokens.resize(size_t(seq->num_tokens()));
   seq->num_pending = 0;
+  seq->held.clear();
+  seq->held_next = 0;
   seq->status = SeqStatus::kFinished;
   seq->epoch++;
 }
@@ -249,10 +270,37 @@ void Scheduler::abort(Sequence* seq) {
   finish(seq);
 }
 
+void Scheduler::append_token(Sequence* s, const SampledToken& t) {
+  const StepResult& result = *held_result_;
+  s->out.token_ids.push_back(t.token);
+  if (s->request->params.logprobs) {
+    s->out.cumulative_logprob += t.logprob;
+    PositionLogprobs& lp = s->out.logprobs.emplace_back();
+    lp.id = t.token;
+    lp.logprob = t.logprob;
+    lp.top.assign(result.top.begin() + t.top_offset, result.top.begin() + t.top_offset + t.top_len);
+  }
+}
+
+void Scheduler::commit_held(Sequence* seq) {
+  GANNET_CHECK(has_held(seq), "sequence ", seq->id, " holds no tokens");
+  const SampledToken& t = *seq->held[seq->held_next++];
+  // Before the placeholders of the steps still in flight; the draft it follows was
+  // computed by the step that verified it.
+  seq->tokens.insert(seq->tokens.begin() + seq->num_tokens(), t.token);
+  ++seq->num_computed;
+  append_token(seq, t);
+  if (!has_held(seq)) {
+    seq->held.clear();
+    seq->held_next = 0;
+  }
+}
+
 const std::vector<Sequence*>& Scheduler::update(const StepResult& result) {
   GANNET_CHECK(result.step_id == completed_step_ + 1, "step ", result.step_id, " completed after ", completed_step_);
   completed_step_ = result.step_id;
   touched_.clear();
+  held_result_ = &result;
   for (const RowResult& r : result.rows) {
     auto found = by_id_.find(r.seq_id);
     if (found == by_id_.end()) continue;  // ended since
@@ -271,17 +319,36 @@ const std::vector<Sequence*>& Scheduler::update(const StepResult& result) {
     if (r.num_samples == 0) continue;
     GANNET_CHECK(seq->num_pending > 0, "sequence ", seq->id, " got a token it did not wait for");
     auto append = [&](Sequence* s, const SampledToken& t) {
-      s->out.token_ids.push_back(t.token);
-      if (req->params.logprobs) {
-        s->out.cumulative_logprob += t.logprob;
-        PositionLogprobs& lp = s->out.logprobs.emplace_back();
-        lp.id = t.token;
-        lp.logprob = t.logprob;
-        lp.top.assign(result.top.begin() + t.top_offset, result.top.begin() + t.top_offset + t.top_len);
-      }
+      append_token(s, t);
       touched_.push_back(s);
     };
     const SampledToken* samples = result.samples.data() + r.sample_offset;
+    if (r.spec_k >= 0) {
+      // A speculative row: its accepted drafts and the token after them. The first takes
+      // the placeholder's place now; the engine commits the others one by one. The table
+      // keeps what the steps still in flight may reach.
+      seq->spec_inflight -= r.spec_k;
+      const int64_t accepted = r.num_samples - 1;
+      RequestMetrics& m = req->metrics;
+      ++m.spec_steps;
+      m.spec_drafted += r.spec_drafted;
+      m.spec_accepted += accepted;
+      if (int64_t(m.spec_drafted_at.size()) < r.spec_drafted) {
+        m.spec_drafted_at.resize(size_t(r.spec_drafted), 0);
+        m.spec_accepted_at.resize(size_t(r.spec_drafted), 0);
+      }
+      for (int i = 0; i < r.spec_drafted; ++i) ++m.spec_drafted_at[size_t(i)];
+      for (int64_t i = 0; i < accepted; ++i) ++m.spec_accepted_at[size_t(i)];
+      blocks_.truncate(seq->table, seq->num_computed + accepted + seq->spec_inflight);
+      seq->held.clear();
+      seq->held_next = 0;
+      for (int i = 1; i < r.num_samples; ++i) seq->held.push_back(samples + i);
+      held_result_ = &result;
+      seq->tokens[size_t(seq->num_tokens())] = samples[0].token;
+      --seq->num_pending;
+      append(seq, samples[0]);
+      continue;
+    }
     if (!seq->forked && r.num_samples > 1) {
       // Fork the other samples off the prompt: shared blocks for the prompt's positions
       // (the parent may have been planned further already), own slots (reserved).

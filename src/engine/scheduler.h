@@ -34,6 +34,10 @@ struct SchedulerConfig {
   bool chunked_prefill = true;
   int64_t max_logit_rows = 512;        // rows of logits one step may ask for
   int64_t prompt_logprob_chunk = 256;  // largest chunk of a prompt whose logprobs are wanted
+  // Speculative decoding: drafts a decode row may verify (0: off). The executor drafts
+  // and verifies; the scheduler budgets 1 + k tokens and logit rows per decode and keeps
+  // blocks for every position the steps in flight may reach (sequence.h, spec_inflight).
+  int64_t num_speculative_tokens = 0;
 };
 
 class Scheduler {
@@ -51,6 +55,11 @@ class Scheduler {
   // releases what was waiting for this step. Returns the sequences that received tokens
   // (their stop conditions are checked by the engine); valid until the next call.
   const std::vector<Sequence*>& update(const StepResult& result);
+  // Speculative rows return several tokens at once: update() commits the first, and the
+  // engine takes the rest one at a time (checking stop conditions between them) while
+  // has_held() says so. A sequence that finishes drops what it still holds.
+  bool has_held(const Sequence* seq) const { return seq->held_next < seq->held.size(); }
+  void commit_held(Sequence* seq);
   // Ends a sequence: its cache is released once no step in flight can read it;
   // finish_reason is set by the caller.
   void finish(Sequence* seq);
@@ -80,7 +89,7 @@ class Scheduler {
   void leave_executor(Sequence* seq);  // the executor's row goes with the next plan
   void release_table(Sequence* seq);   // now, or after the steps in flight that read it
   int64_t slots_needed(const Sequence* seq) const;  // 1, or n for an unforked request
-  void schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan);
+  void schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int spec_k = -1);
 
   SchedulerConfig cfg_;
   cache::BlockManager& blocks_;
@@ -98,6 +107,8 @@ class Scheduler {
   };
   std::vector<DeferredRelease> deferred_;
   std::vector<Sequence*> touched_;  // update()'s return value, reused
+  const StepResult* held_result_ = nullptr;  // the result held tokens point into
+  void append_token(Sequence* seq, const SampledToken& t);
   int64_t preemptions_ = 0;
   uint64_t step_ = 0;               // schedule() calls, to mark planned sequences
   // State-slot copies owed to forked samples, applied by the next plan unless the child

@@ -18,6 +18,7 @@
 namespace gannet::engine {
 
 struct Request;
+struct SampledToken;
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
 
@@ -36,6 +37,14 @@ struct Sequence {
   int64_t admit_order = 0;      // larger = admitted later (preemption victim order)
   bool forked = false;          // n > 1 requests fork their samples after the prompt
   int64_t num_preemptions = 0;
+  // Speculative decoding: drafts the steps in flight may still add (their planned spec_k
+  // summed); the block table covers num_computed + spec_inflight positions.
+  int64_t spec_inflight = 0;
+  // Tokens of the last result not yet committed: accepted drafts and the final sample
+  // come back together, and the engine takes them one at a time (stop checks) through
+  // Scheduler::commit_held(). Pointers into the StepResult being processed.
+  std::vector<const SampledToken*> held;
+  size_t held_next = 0;
   uint64_t planned_in_step = 0; // the scheduler step that last planned it (0: none)
   bool in_executor = false;     // the executor holds a row for it (added, not yet removed)
   CompletionOutput out;         // text, ids, logprobs, finish reason

@@ -38,6 +38,11 @@ struct PlanRow {
                           // the previous step (asynchronous scheduling plans it before the
                           // engine has seen it)
   int num_samples = 0;    // tokens to sample from the last row: 0 (mid-prompt), 1, or n (fork)
+  // Speculative decode (>= 0): the executor places the row itself, at its own history's
+  // last token (the planned start may lag: earlier steps in flight accepted an unknown
+  // number of drafts), drafts up to spec_k tokens, computes them with the last token and
+  // verifies them; the blocks cover every position it may reach. -1: a plain row.
+  int spec_k = -1;
   bool prompt_logprobs = false;  // logits of every row, for prompt logprobs
   int64_t table_offset = -1;     // >= 0: the row's block table changed from entry
   int64_t table_from = 0;        //   table_from on; its entries from there are
@@ -82,7 +87,10 @@ struct RowResult {
   uint64_t epoch = 0;
   int64_t count = 0;                  // positions computed
   int64_t sample_offset = 0;          // result.samples[sample_offset, + num_samples)
-  int num_samples = 0;
+  int num_samples = 0;                // a speculative row: its accepted drafts, then the
+                                      // token sampled after them (1 + accepted)
+  int spec_k = -1;                    // as planned (-1: not speculative)
+  int spec_drafted = 0;               // drafts the executor proposed (<= spec_k)
   int64_t first_prompt_pos = 0;       // prompt logprobs: entry i is for this position + i
   int64_t prompt_lp_offset = 0;       // result.prompt_lps[prompt_lp_offset, + prompt_lp_len)
   int64_t prompt_lp_len = 0;

@@ -260,6 +260,47 @@ TEST(BlockManager, CopyOnWriteAndForkRefcounts) {
   EXPECT_EQ(bm.num_free_slots(), 4);
 }
 
+// Speculative decoding's rejected drafts: truncate drops whole blocks past the kept
+// positions (freed only when no one else holds them), marks the table for the executor,
+// and a shared last block is copied again before the next write.
+TEST(BlockManager, TruncateKeepsRefcountsAndCopyOnWrite) {
+  cache::BlockManager bm(10, 4, 4, 0);
+  cache::BlockTable a, b;
+  bm.admit(a, 6);  // blocks 0-1, positions 0-5
+  bm.fork(a, b);   // b shares both
+  std::vector<cache::BlockCopy> copies;
+  bm.grow(b, 13, copies);  // b: private copy of block 1, plus two new blocks (positions to 12)
+  ASSERT_EQ(copies.size(), 1u);
+  ASSERT_EQ(b.blocks.size(), 4u);
+  const int32_t b2 = b.blocks[2], b3 = b.blocks[3];
+  EXPECT_EQ(bm.num_free_blocks(), 10 - 2 - 3);
+  b.mark_synced();
+  bm.truncate(b, 9);  // positions 0-8: blocks 0-2 stay, block 3 goes back
+  EXPECT_EQ(b.num_tokens, 9);
+  ASSERT_EQ(b.blocks.size(), 3u);
+  EXPECT_EQ(b.blocks[2], b2);
+  EXPECT_EQ(bm.ref_count(b3), 0);
+  EXPECT_EQ(bm.num_free_blocks(), 10 - 2 - 2);
+  bm.truncate(b, 20);  // never grows
+  EXPECT_EQ(b.num_tokens, 9);
+  bm.truncate(b, 3);  // into the block still shared with a: a keeps it
+  ASSERT_EQ(b.blocks.size(), 1u);
+  EXPECT_EQ(bm.ref_count(a.blocks[0]), 2);
+  EXPECT_EQ(b.dirty_from, 1);
+  EXPECT_FALSE(b.changed_since_sync());  // nothing to send: the executor never reads past its positions
+  copies.clear();
+  bm.grow(b, 5, copies);  // writes position 3 of the shared block 0: copied first
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].src, a.blocks[0]);
+  EXPECT_NE(b.blocks[0], a.blocks[0]);
+  EXPECT_TRUE(b.changed_since_sync());
+  EXPECT_EQ(bm.ref_count(a.blocks[0]), 1);
+  bm.release(a);
+  bm.release(b);
+  EXPECT_EQ(bm.num_free_blocks(), 10);
+  EXPECT_EQ(bm.num_free_slots(), 4);
+}
+
 TEST(BlockManager, AdmissionKeepsTheWatermark) {
   cache::BlockManager bm(10, 4, 8, 2);
   EXPECT_TRUE(bm.can_admit(32));   // 8 blocks, leaves 2

@@ -1,0 +1,64 @@
+// Speculative decoding's drafting for models without a drafter, and the rule that
+// verifies drafts.
+//
+// N-gram (prompt lookup) drafting: the last n tokens of a sequence's history (prompt and
+// outputs) are looked up earlier in that history, longest n first (ngram_max down to
+// ngram_min), the latest occurrence winning; the tokens that followed it are the drafts,
+// continued periodically where the copy runs into the suffix itself (so a repeating
+// pattern drafts k tokens). Deterministic and per sequence, so batching cannot change it.
+//
+// Verification of deterministic drafts (a point-mass draft distribution q = 1 on draft d):
+// each verified row samples its token exactly as plain decoding would at that output
+// position (same logits bits, same penalties history, same counter-based draw), and the
+// draft is accepted while the sample equals it; the first sample that differs (or the
+// one after the last draft) ends the run. This is rejection sampling with the target's
+// own draw as the coupling: accept d with probability p(d) = min(1, p(d) / q(d)), and on
+// rejection the sample, conditioned on differing from d, has the residual distribution
+// (p - q)+ normalised. Hence the output distribution is the target's, and the tokens are
+// bit-identical to plain decoding for every sampling setting, greedy or not.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sampling/sampler.h"
+
+namespace gannet::sampling {
+
+struct NgramConfig {
+  int ngram_min = 1;  // shortest suffix looked up
+  int ngram_max = 4;  // longest
+};
+
+// k drafts for `history` into *out (cleared first); none when no suffix of length
+// ngram_min..ngram_max occurs earlier in it.
+void ngram_draft(std::span<const int32_t> history, int k, const NgramConfig& cfg, std::vector<int32_t>* out);
+
+// Verifies deterministic drafts. `history` holds the sequence's tokens up to and including
+// the last one (at index `start`, not yet computed) followed by count - 1 drafts; row j of
+// `logits` ([count, vocab]) is the model's output at position start + j. Row by row, samples
+// as plain decoding would for the token at start + j + 1 (output position start + j + 1 -
+// prompt_len, penalties over the history before it), calls emit(j, out), and stops after
+// the first sample that differs from the draft it checks, or after the last row. `in`
+// carries params, seed, stream and eos ids. Returns the samples taken: 1 + accepted drafts.
+template <typename Emit>
+int verify_point_drafts(Sampler& sampler, SampleInput in, const float* logits, int64_t vocab,
+                        std::span<const int32_t> history, int64_t prompt_len, int64_t start, int64_t count,
+                        SampleOutput* out, Emit&& emit) {
+  int taken = 0;
+  for (int64_t j = 0; j < count; ++j) {
+    const std::span<const int32_t> before = history.subspan(0, size_t(start + j + 1));
+    in.logits = logits + j * vocab;
+    in.position = uint64_t(start + j + 1 - prompt_len);
+    in.prompt_ids = before.subspan(0, size_t(prompt_len));
+    in.output_ids = before.subspan(size_t(prompt_len));
+    sampler.sample(in, out);
+    emit(j, *out);
+    ++taken;
+    if (j + 1 == count || out->token != history[size_t(start + j + 1)]) break;
+  }
+  return taken;
+}
+
+}  // namespace gannet::sampling
