@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "io/deepseek_v41_config.h"
+#include "io/deepseek_v4_config.h"
 #include "model/deepseek_v41/model.h"
 #include "model/deepseek_v41/weights.h"
 
@@ -85,6 +86,33 @@ FlopsEstimator::FlopsEstimator(const io::ModelConfig& cfg, double weight_elem_by
     v41_kv_token_bytes_ = model::deepseek_v41::make_cache_layout(c).spec.bytes_per_token();
     return;
   }
+  if (cfg.deepseek_v4) {
+    // Parameter counts from the config (deepseek-v4-architecture.md §5-§8): attention's
+    // low-rank q, single-latent kv and grouped output; compressors (overlapping, 2 x
+    // head_dim wide, at ratio 4) with the Lightning indexer's projections; mHC mixes; the
+    // router; the shared expert. Bytes of the dense part come from the loaded model
+    // (set_streamed_weight_bytes) less the routed experts and the embedding.
+    const io::DeepseekV4Config& c = *cfg.deepseek_v4;
+    const double d = double(c.hidden_size), H = double(c.num_attention_heads), D = double(c.head_dim);
+    const double q = double(c.q_lora_rank), og = double(c.o_groups * c.o_lora_rank), hc = double(c.hc_mult);
+    const double inter = double(c.moe_intermediate_size), E = double(c.n_routed_experts);
+    const double nih = double(c.index_n_heads), idh = double(c.index_head_dim);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const int64_t r = c.compress_ratios[size_t(l)];
+      double p = q * d + H * D * q + D * d + og * (H * D / double(c.o_groups)) + d * og;  // attention
+      p += 2 * (2 + hc) * hc * hc * d;                                                     // mHC mixes
+      p += E * d + 3.0 * double(c.n_shared_experts) * inter * d;                            // router, shared
+      if (r > 0) p += 2 * (r == 4 ? 2 * D : D) * d;                                         // compressor
+      if (r == 4) p += nih * idh * q + nih * d + 2 * (2 * idh) * d;                         // indexer
+      v4_dense_params_ += p;
+      // Cache per token: the window row (state) and the compressed entry's share.
+      v4_kv_token_bytes_ += D * 4 + (r > 0 ? (D + (r == 4 ? idh : 0)) * 4 / double(r) : 0);
+    }
+    v4_dense_params_ += hc * hc * d;  // the head's mHC mix
+    v4_expert_params_ = 3 * inter * d;
+    v4_expert_bytes_ = v4_expert_params_ * (0.5 + 1.0 / 32);
+    return;
+  }
   if (!is_dense_decoder(cfg.architecture))
     fail("flops estimator: architecture '", cfg.architecture,
          "' is not a dense decoder (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
@@ -144,8 +172,60 @@ StepCost FlopsEstimator::step_v41(const StepShape& shape) const {
   return c;
 }
 
+StepCost FlopsEstimator::step_v4(const StepShape& shape) const {
+  const io::DeepseekV4Config& m = *cfg_.deepseek_v4;
+  StepCost c;
+  double T = 0, R = 0, attn = 0, kv_read = 0;
+  const double H = double(m.num_attention_heads), D = double(m.head_dim), idh = double(m.index_head_dim);
+  for (const StepShape::Seq& s : shape.seqs) {
+    T += double(s.num_tokens);
+    R += s.wants_logits ? 1 : 0;
+    for (int64_t l = 0; l < m.num_hidden_layers; ++l) {
+      const int64_t r = m.compress_ratios[size_t(l)];
+      double visible_last = 0;
+      for (int64_t i = 0; i < s.num_tokens; ++i) {
+        const int64_t p = s.context_before + i;
+        double keys = double(std::min<int64_t>(m.sliding_window, p + 1));
+        if (r > 0) {
+          const double visible = double((p + 1) / r);
+          visible_last = visible;
+          // Ratio 4 (CSA): the indexer scores every entry, attention takes the top index_topk;
+          // other ratios (HCA): every entry.
+          if (r == 4) {
+            keys += std::min(double(m.index_topk), visible);
+            attn += visible * double(m.index_n_heads) * 2.0 * idh;
+          } else {
+            keys += visible;
+          }
+        }
+        attn += H * 4.0 * D * keys;
+      }
+      kv_read += double(std::min<int64_t>(m.sliding_window, s.context_before)) * D * 4;
+      if (r == 4) kv_read += visible_last * idh * 4 + std::min(visible_last, double(m.index_topk) * double(s.num_tokens)) * D * 4;
+      else if (r > 0) kv_read += visible_last * D * 4;
+    }
+  }
+  if (T == 0) return c;
+  const double L = double(m.num_hidden_layers), E = double(m.n_routed_experts), k = double(m.num_experts_per_tok);
+  const double V = double(m.vocab_size), d = double(m.hidden_size);
+  c.matmul_flops = 2.0 * T * (v4_dense_params_ + L * k * v4_expert_params_) + 2.0 * R * V * d;
+  c.attention_flops = attn;
+  c.flops = c.matmul_flops + c.attention_flops;
+  const double embed = V * d * 2;  // bf16, as released
+  const double streamed = layer_linear_bytes_ >= 0 ? layer_linear_bytes_ : v4_dense_params_ + L * E * v4_expert_bytes_ + embed;
+  const double dense = std::max(0.0, streamed - L * E * v4_expert_bytes_ - embed);
+  const double head = lm_head_bytes_ >= 0 ? lm_head_bytes_ : V * d * 2;
+  c.weight_bytes = dense + T * d * 2 + (R > 0 ? head : 0.0);
+  const double touched = E * (1.0 - std::pow(1.0 - k / E, T));
+  c.moe_expert_bytes = L * touched * v4_expert_bytes_;
+  c.kv_read_bytes = kv_read;
+  c.kv_write_bytes = T * v4_kv_token_bytes_;
+  return c;
+}
+
 StepCost FlopsEstimator::step(const StepShape& shape) const {
   if (cfg_.deepseek_v41) return step_v41(shape);
+  if (cfg_.deepseek_v4) return step_v4(shape);
   StepCost c;
   if (shape.seqs.empty()) return c;
   // Integer sums stay exact in double up to 2^53, far beyond any real step.
@@ -203,6 +283,10 @@ double FlopsEstimator::flops_per_token_dense() const {
   if (cfg_.deepseek_v41)
     return 2.0 * (v41_dense_params_ + double(cfg_.num_hidden_layers) * double(cfg_.deepseek_v41->num_experts_per_tok) *
                                           v41_expert_params_ +
+                  double(cfg_.vocab_size) * double(cfg_.hidden_size));
+  if (cfg_.deepseek_v4)
+    return 2.0 * (v4_dense_params_ + double(cfg_.num_hidden_layers) * double(cfg_.deepseek_v4->num_experts_per_tok) *
+                                         v4_expert_params_ +
                   double(cfg_.vocab_size) * double(cfg_.hidden_size));
   return 2.0 * (double(cfg_.num_hidden_layers) * double(layer_shape(cfg_).linear_params) +
                 double(cfg_.vocab_size) * double(cfg_.hidden_size));

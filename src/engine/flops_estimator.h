@@ -116,6 +116,7 @@ class FlopsEstimator {
 
  private:
   StepCost step_v41(const StepShape& shape) const;
+  StepCost step_v4(const StepShape& shape) const;
 
   io::ModelConfig cfg_;
   double weight_elem_bytes_, kv_elem_bytes_;
@@ -123,6 +124,9 @@ class FlopsEstimator {
   // expert's params and bytes, Engram row bytes per token, cache bytes.
   double v41_dense_params_ = 0, v41_dense_bytes_ = 0, v41_expert_params_ = 0, v41_expert_bytes_ = 0;
   double v41_engram_bytes_ = 0, v41_head_bytes_ = 0, v41_embed_row_bytes_ = 0, v41_kv_token_bytes_ = 0;
+  // DeepSeek-V4-Flash (cfg_.deepseek_v4 set): per-token dense params, one routed expert's
+  // params and bytes (MXFP4 with E8M0 scales per 32, as released), cache bytes per token.
+  double v4_dense_params_ = 0, v4_expert_params_ = 0, v4_expert_bytes_ = 0, v4_kv_token_bytes_ = 0;
   double layer_linear_bytes_ = -1, lm_head_bytes_ = -1;  // < 0: from the element size
 };
 

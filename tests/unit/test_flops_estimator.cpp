@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "engine/flops_estimator.h"
+#include "io/checkpoint.h"
+#include "io/deepseek_v4_config.h"
 #include "io/model_config.h"
 
 using namespace gannet;
@@ -291,4 +293,36 @@ TEST(FlopsEstimator, StreamedWeightBytesOverrideTheElementSize) {
   s.seqs = {{3, 0, false}};
   EXPECT_EQ(plain.step(s).weight_bytes - q.step(s).weight_bytes, 2 * kTinyLinear * 4 - linears);
   EXPECT_THROW(q.set_streamed_weight_bytes(-1, 0), Error);
+}
+
+// DeepSeek-V4-Flash's cost model counts what the checkpoint holds: on the tiny golden
+// checkpoint, 2 x (every 2-D matrix that multiplies activations, the routed experts at
+// num_experts_per_tok per layer with their FP4 codes two per byte, the vocabulary
+// projection) per token, from the tensors themselves.
+TEST(FlopsEstimator, DeepseekV4CountsTheCheckpointsMatrices) {
+  const std::string dir = std::string(std::getenv("GANNET_SOURCE_DIR")) + "/tests/golden/deepseek-v4-tiny";
+  const io::ModelConfig cfg = io::load_model_config(dir);
+  ASSERT_NE(cfg.deepseek_v4, nullptr);
+  const io::Checkpoint ck(dir);
+  double dense = 0, experts = 0;
+  for (const std::string& n : ck.names()) {
+    const io::TensorInfo& t = *ck.get(n).info;
+    if (t.shape.size() != 2 || n == "embed.weight" || n.find(".ape") != std::string::npos ||
+        n.find("tid2eid") != std::string::npos || n.rfind("mtp.", 0) == 0 || n.find(".scale") != std::string::npos)
+      continue;
+    const double params = double(t.numel()) * (t.dtype == DType::I8 ? 2.0 : 1.0);  // FP4: two codes a byte
+    if (n.find(".ffn.experts.") != std::string::npos) experts += params;
+    else dense += params;
+  }
+  const auto& c = *cfg.deepseek_v4;
+  const double per_expert = experts / double(c.num_hidden_layers * c.n_routed_experts);
+  const double expected = 2.0 * (dense + double(c.num_hidden_layers * c.num_experts_per_tok) * per_expert);
+  engine::FlopsEstimator est(cfg, 2);
+  EXPECT_DOUBLE_EQ(est.flops_per_token_dense(), expected);
+  // A decode step: those matmuls plus attention over the window and compressed entries.
+  const engine::StepCost s = est.decode_step(1, 40);
+  EXPECT_DOUBLE_EQ(s.matmul_flops, expected);
+  EXPECT_GT(s.attention_flops, 0);
+  EXPECT_GT(s.moe_expert_bytes, 0);
+  EXPECT_GT(s.kv_read_bytes, 0);
 }
