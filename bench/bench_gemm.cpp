@@ -69,6 +69,8 @@ void gemv_args(benchmark::internal::Benchmark* b) {
         if (isa == 0 && nk.first > 2048) continue;  // the scalar reference is slow
         b->Args({nk.first, nk.second, 1, isa, threads});
       }
+  // A few rows (speculative verification of 4 drafts, small decode batches).
+  for (int m : {2, 5}) b->Args({8192, 2048, m, 2, 2});
 }
 
 void gemm_args(benchmark::internal::Benchmark* b) {

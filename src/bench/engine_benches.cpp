@@ -66,6 +66,10 @@ EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t ma
   a.kv_cache_memory = o.kv_cache_memory;
   a.async_scheduling = o.async_scheduling;
   a.quantize = o.quantize;
+  a.speculative = o.speculative;
+  a.num_speculative_tokens = o.num_speculative_tokens;
+  a.ngram_min = o.ngram_min;
+  a.ngram_max = o.ngram_max;
   if (a.kv_cache_memory == 0) {
     const io::ModelConfig cfg = io::load_model_config(o.model);
     const uint64_t tokens = uint64_t(max_seqs) * uint64_t(max_tokens_per_seq + 2 * a.block_size);
@@ -109,6 +113,19 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
                  {"read_gb_per_s", "read GB/s", 1},
                  {"pct_bandwidth", "% bw", 1},       {"gflop_per_s", "GFLOP/s", 1},
                  {"exposed_host_ms", "host ms", 3}};
+  const bool spec = o.speculative != "off";
+  rep.meta["speculative"] = o.speculative;
+  rep.meta["prompts"] = o.prompts;
+  if (spec) {
+    // Steps now yield 1 + accepted drafts per sequence: rates count the tokens generated
+    // over every decode step, and each step splits into drafting, the verifying forward
+    // pass with its sampling, and the host work the executor waited for.
+    rep.meta["num_speculative_tokens"] = eng.args().speculative_tokens();
+    rep.columns.push_back({"mean_acceptance_length", "accept len", 2});
+    rep.columns.push_back({"draft_ms", "draft ms", 3});
+    rep.columns.push_back({"verify_ms", "verify ms", 2});
+  }
+  if (o.prompts != "random" && o.prompts != "repeat") fail("--prompts must be random or repeat, got '", o.prompts, "'");
   // The machine is shared and its bandwidth drifts: each row is compared with read
   // bandwidth measured right before and right after it, in this run.
   const int threads = rep.meta["threads"].get<int>();
@@ -125,7 +142,12 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
     p.temperature = 0;
     p.ignore_eos = true;
     p.max_tokens = o.output_len;
-    for (int64_t i = 0; i < b; ++i) eng.add_request("d" + std::to_string(i), synthetic_prompt(o.input_len, i, eng.model().config().vocab_size), p);
+    for (int64_t i = 0; i < b; ++i) {
+      std::vector<int32_t> ids = synthetic_prompt(o.input_len, i, eng.model().config().vocab_size);
+      if (o.prompts == "repeat")
+        for (size_t j = 16; j < ids.size(); ++j) ids[j] = ids[j % 16];
+      eng.add_request("d" + std::to_string(i), ids, p);
+    }
     // Prefill until every sequence has its first token; then each step is a pure decode
     // of b sequences until they all finish together.
     const double bw_before = bandwidth();
@@ -134,13 +156,50 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
       for (const RequestOutput& out : eng.step())
         if (!out.outputs.empty() && !out.outputs[0].token_ids.empty()) started[out.request_id] = true;
     std::vector<double> step_s, exec_s;
+    const double draft0 = eng.draft_seconds();
+    int64_t spec_steps = 0, spec_accepted = 0;
     while (eng.has_unfinished()) {
       auto t0 = std::chrono::steady_clock::now();
       const double e0 = eng.executor_seconds();
-      eng.step();
+      for (const RequestOutput& out : eng.step())
+        if (out.finished) spec_steps += out.metrics.spec_steps, spec_accepted += out.metrics.spec_accepted;
       step_s.push_back(seconds(t0, std::chrono::steady_clock::now()));
       exec_s.push_back(eng.executor_seconds() - e0);
       bar.update(uint64_t(++done_steps), uint64_t(total_steps), "batch " + std::to_string(b));
+    }
+    if (spec) {
+      double wall = 0, exec = 0;
+      for (size_t k = 0; k < step_s.size(); ++k) wall += step_s[k], exec += exec_s[k];
+      const double n = double(step_s.size()), draft = eng.draft_seconds() - draft0;
+      const double tokens = double(b) * double(o.output_len - 1);  // the first came with the prompt
+      ordered_json row;
+      row["batch_size"] = b;
+      row["steps_measured"] = int64_t(step_s.size());
+      row["step_ms_p50"] = percentile(step_s, 0.5) * 1e3;
+      row["step_ms_p90"] = percentile(step_s, 0.9) * 1e3;
+      row["tokens_per_s"] = tokens / wall;
+      row["tokens_per_s_per_user"] = tokens / wall / double(b);
+      // Bytes and FLOPs as for one decode token per sequence and step (the weights, read
+      // once per step, dominate at small batch); drafts verified add rows, not weights.
+      double bytes = 0, flops = 0;
+      for (size_t k = 0; k < step_s.size(); ++k) {
+        const engine::StepCost c = est.decode_step(b, o.input_len + int64_t(k));
+        bytes += c.total_bytes();
+        flops += c.flops;
+      }
+      const double bw = 0.5 * (bw_before + bandwidth());
+      row["gb_per_s"] = bytes / wall / 1e9;
+      row["read_gb_per_s"] = bw;
+      row["pct_bandwidth"] = 100.0 * bytes / wall / 1e9 / bw;
+      row["gflop_per_s"] = flops / wall / 1e9;
+      row["exposed_host_ms"] = std::max(0.0, wall - exec) / n * 1e3;
+      row["mean_acceptance_length"] = spec_steps ? double(spec_steps + spec_accepted) / double(spec_steps) : 1.0;
+      row["spec_steps"] = spec_steps;
+      row["spec_accepted"] = spec_accepted;
+      row["draft_ms"] = draft / n * 1e3;
+      row["verify_ms"] = (exec - draft) / n * 1e3;
+      rep.rows.push_back(row);
+      continue;
     }
     const double bw = 0.5 * (bw_before + bandwidth());
     // Steady-state window: drop warm-up and tail steps.

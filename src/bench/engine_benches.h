@@ -21,6 +21,10 @@ struct EngineBenchOptions {
   bool quiet_progress = false;
   bool async_scheduling = true;  // EngineArgs::async_scheduling
   std::string quantize;          // EngineArgs::quantize
+  // EngineArgs::speculative, num_speculative_tokens, ngram_min / ngram_max.
+  std::string speculative = "off";
+  int64_t num_speculative_tokens = 0;
+  int ngram_min = 1, ngram_max = 4;
 };
 
 struct DecodeOptions : EngineBenchOptions {
@@ -28,6 +32,9 @@ struct DecodeOptions : EngineBenchOptions {
   int64_t input_len = 128;
   int64_t output_len = 32;
   double trim = 0.1;  // fraction of decode steps dropped at each end of the window
+  // Prompts: "random" ids, or "repeat" (a random 16-token segment repeated to input_len:
+  // text that n-gram drafting can copy from).
+  std::string prompts = "random";
 };
 
 struct PrefillOptions : EngineBenchOptions {

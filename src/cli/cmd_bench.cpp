@@ -35,6 +35,9 @@ const char* kUsage =
     "  --csv FILE             write the rows as CSV\n"
     "  --kv-cache-memory SIZE KV budget (default: what the bench needs)\n"
     "  --remeasure            measure the roofline again instead of using the cache\n"
+    "  --speculative off|ngram  speculative decoding (with --num-speculative-tokens K, --ngram-min/max N);\n"
+    "                         decode then reports mean acceptance length and draft / verify time per step\n"
+    "  --prompts random|repeat  decode: random ids, or a 16-token segment repeated (default random)\n"
     "\n"
     "Every result is printed next to the machine's measured limits: GB/s against read\n"
     "bandwidth for decode, GFLOP/s against the bf16 (or f32) arithmetic peak for prefill.\n";
@@ -72,7 +75,8 @@ int cmd_bench(const Args& args) {
   const Args rest(args.begin() + 1, args.end());
   Flags f(rest,
           {"model", "threads", "json", "csv", "batch-sizes", "input-len", "output-len", "lengths", "repeats",
-           "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max"},
+           "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max",
+           "speculative", "num-speculative-tokens", "speculative-verify", "ngram-min", "ngram-max", "prompts"},
           {"remeasure", "help"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
@@ -106,6 +110,20 @@ int cmd_bench(const Args& args) {
         throw UsageError(e.what());
       }
     }
+    try {
+      EngineArgs ea;
+      ea.model = o.model;
+      apply_speculative_flags(f, ea);
+      ea.validate();
+      o.speculative = ea.speculative;
+      o.num_speculative_tokens = ea.num_speculative_tokens;
+      o.ngram_min = ea.ngram_min;
+      o.ngram_max = ea.ngram_max;
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
     if (auto m = f.get("kv-cache-memory")) {
       try {
         o.kv_cache_memory = parse_memory_size(*m);
@@ -135,6 +153,7 @@ int cmd_bench(const Args& args) {
     if (auto v = f.get("batch-sizes")) o.batch_sizes = parse_list("--batch-sizes", *v);
     o.input_len = f.get_int("input-len", o.input_len);
     o.output_len = f.get_int("output-len", o.output_len);
+    if (auto v = f.get("prompts")) o.prompts = *v;
     emit(bench::run_decode_bench(o, roofline()), f);
     return 0;
   }

@@ -266,6 +266,7 @@ RequestOutput& Engine::next_output() {
 void Engine::process(const StepResult& result) {
   auto t0 = std::chrono::steady_clock::now();
   executor_seconds_ += result.seconds;
+  draft_seconds_ += result.draft_seconds;
   const std::vector<Sequence*>& touched = scheduler_->update(result);
   progressed_.clear();
   const double done_time = now_seconds();

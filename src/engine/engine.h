@@ -70,6 +70,7 @@ class Engine {
   // Seconds the executor spent running steps; the rest of a run's wall time is host work
   // the executor waited for (exposed scheduling overhead).
   double executor_seconds() const { return executor_seconds_; }
+  double draft_seconds() const { return draft_seconds_; }  // of executor_seconds(): drafting
   bool async_scheduling() const { return exec_thread_ != nullptr; }
   // Executor rows currently held (tests: none left once everything has finished).
   size_t num_executor_rows() const { return executor_->num_rows(); }
@@ -101,7 +102,7 @@ class Engine {
   int64_t max_model_len_ = 0;
   std::map<std::string, std::unique_ptr<Request>> requests_;
   int64_t steps_ = 0;
-  double sched_seconds_ = 0, executor_seconds_ = 0;
+  double sched_seconds_ = 0, executor_seconds_ = 0, draft_seconds_ = 0;
   bool streaming_ = true;
   // Step buffers, reused: plan and result i serve steps i, i + 2, ... (at most two steps
   // are in flight, and a plan is only rebuilt after its step's result was applied).

@@ -1,6 +1,7 @@
 #include "engine/executor.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <span>
 
@@ -55,6 +56,7 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
   StepResult& result = *out;
   result.clear();
   result.step_id = plan.step_id;
+  result.draft_seconds = 0;
   apply_changes(plan);
   if (plan.rows.empty()) return;
   GANNET_CHECK(plan.num_tokens <= max_tokens_ && plan.num_logit_rows <= max_logit_rows_);
@@ -88,7 +90,9 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
       // verification keeps or drops them. Never past max_tokens.
       start = int64_t(row.tokens.size()) - 1;
       const int64_t k = std::clamp<int64_t>(row.reserve - int64_t(row.tokens.size()) - 1, 0, s.spec_k);
+      const auto d0 = std::chrono::steady_clock::now();
       sampling::ngram_draft(row.tokens, int(k), ngram_, &draft_);
+      result.draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - d0).count();
       row.tokens.insert(row.tokens.end(), draft_.begin(), draft_.end());
       count = 1 + int64_t(draft_.size());
       GANNET_CHECK(start + count <= int64_t(row.blocks.size()) * cache_.block_size(), "sequence ", s.seq_id,

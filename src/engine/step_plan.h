@@ -103,6 +103,7 @@ struct StepResult {
   std::vector<SampledToken> prompt_lps;  // token = the prompt token at that position
   std::vector<TokenLogprob> top;      // top-N lists of samples and prompt logprobs
   double seconds = 0;                 // executor time for the step
+  double draft_seconds = 0;           //   of which drafting (speculative rows)
 
   void clear() {
     rows.clear();
