@@ -1,0 +1,59 @@
+"""--speculative through the real binary: the same outputs as without it, statistics in the
+JSON, and every refused combination named."""
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+V41 = ROOT / "tests" / "golden" / "deepseek-v41-tiny"
+
+
+def _lines(tmp_path):
+    f = tmp_path / "p.jsonl"
+    rows = [
+        {"prompt_token_ids": [11, 12, 13, 14] * 8, "max_tokens": 24, "temperature": 0, "logprobs": 2},
+        {"prompt": "one two three one two three one two", "max_tokens": 20, "temperature": 0.9, "seed": 3},
+        {"prompt": "a b a b a b a", "max_tokens": 16, "temperature": 0, "n": 2},
+    ]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return f
+
+
+def test_ngram_outputs_equal_plain_decoding(gannet, tmp_path, tiny_models):
+    f = _lines(tmp_path)
+    base = ["generate", "--model", str(tiny_models["llama"]), "--prompts", str(f), "--json"]
+    plain = [json.loads(l) for l in gannet(base).stdout.splitlines()]
+    for extra in (["--speculative", "ngram"], ["--speculative", "ngram", "--num-speculative-tokens", "7",
+                                                "--ngram-min", "2", "--ngram-max", "3",
+                                                "--async-scheduling", "off"]):
+        p = gannet([*base, *extra])
+        spec = [json.loads(l) for l in p.stdout.splitlines()]
+        assert "[speculative:" in p.stderr
+        total = 0
+        for a, b in zip(plain, spec):
+            assert a["token_ids"] == b["token_ids"] and a["text"] == b["text"]
+            assert a.get("logprobs") == b.get("logprobs")
+            assert a.get("outputs") == b.get("outputs")
+            s = b["speculative"]
+            assert s["steps"] > 0 and 0 <= s["accepted"] <= s["drafted"]
+            assert s["mean_acceptance_length"] == (s["steps"] + s["accepted"]) / s["steps"]
+            assert sum(s["accepted_at"]) == s["accepted"] and sum(s["drafted_at"]) == s["drafted"]
+            total += s["accepted"]
+        assert total > 0
+
+
+def test_refusals_name_the_problem(gannet, tmp_path, tiny_models):
+    m = ["--model", str(tiny_models["llama"]), "--prompt", "hi", "--max-tokens", "2"]
+    cases = [
+        (["--speculative", "medusa"], "--speculative must be off, ngram or dspark"),
+        (["--speculative", "dspark"], "has no DSpark drafter"),
+        (["--speculative", "ngram", "--speculative-verify", "varlen"], "needs --speculative dspark"),
+        (["--num-speculative-tokens", "3"], "needs --speculative ngram or dspark"),
+        (["--speculative", "ngram", "--num-speculative-tokens", "0"], "--num-speculative-tokens must be in [1, 16]"),
+        (["--speculative", "ngram", "--ngram-min", "5", "--ngram-max", "2"], "--ngram-min / --ngram-max"),
+    ]
+    for extra, msg in cases:
+        p = gannet(["generate", *m, *extra], check=False)
+        assert p.returncode != 0 and msg in p.stderr, (extra, p.stderr)
+    p = gannet(["generate", "--model", str(V41), "--prompts", str(_lines(tmp_path)), "--speculative", "ngram"],
+               check=False)
+    assert p.returncode != 0 and "roll" in p.stderr and "DeepseekV41ForCausalLM" in p.stderr, p.stderr
