@@ -58,6 +58,7 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
       if (!args_.quiet) bar.update(d, t);
     });
   }
+  cfg.speculative_tokens = args_.speculative_tokens();  // ring room for rejected drafts (DeepSeek-V4.1)
   model_ = model::create_model(cfg, *checkpoint_);
   // A model with bf16 linears has its bf16 GEMM route measured (or GANNET_BF16_GEMM read)
   // once, at start-up, on the pool it will use; other models never need it.
@@ -125,10 +126,10 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
     fail("--speculative dspark: ",
          cfg.deepseek_v41 ? "gannet does not run DeepSeek-V4.1's DSpark drafter yet (use --speculative ngram)"
                           : cfg.architecture + " has no DSpark drafter (only DeepSeek-V4.1 checkpoints carry one)");
-  if (args_.speculative != "off" && (cfg.deepseek_v41 || cfg.deepseek_v4))
+  if (args_.speculative != "off" && cfg.deepseek_v4)
     fail("--speculative ", args_.speculative, ": ", cfg.architecture,
          " keeps per-sequence state (window rings, open compressor groups) that rejected drafts would have to roll "
-         "back, which gannet does not do yet");
+         "back, which gannet does not do yet for it");
   sc.num_speculative_tokens = args_.speculative_tokens();
   // Verified drafts need logit rows of their own (as many as 256 more; fewer drafts when
   // a step runs out of them).

@@ -64,6 +64,9 @@ struct ModelConfig {
   bool kv_fake_quant = true;
   // Not from config.json: dense models keep K and V in bf16 (--kv-cache-dtype bf16).
   bool kv_cache_bf16 = false;
+  // Speculative decoding: drafts a step may verify (0: off). Models with per-sequence rings
+  // (DeepSeek-V4.1) size them so that rejected drafts never overwrite what they still need.
+  int64_t speculative_tokens = 0;
 
   // Parameter count implied by the shapes (embeddings counted once when tied).
   int64_t num_parameters() const;

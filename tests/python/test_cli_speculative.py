@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-V41 = ROOT / "tests" / "golden" / "deepseek-v41-tiny"
+V4 = ROOT / "tests" / "golden" / "deepseek-v4-tiny"
 
 
 def _lines(tmp_path):
@@ -54,6 +54,6 @@ def test_refusals_name_the_problem(gannet, tmp_path, tiny_models):
     for extra, msg in cases:
         p = gannet(["generate", *m, *extra], check=False)
         assert p.returncode != 0 and msg in p.stderr, (extra, p.stderr)
-    p = gannet(["generate", "--model", str(V41), "--prompts", str(_lines(tmp_path)), "--speculative", "ngram"],
+    p = gannet(["generate", "--model", str(V4), "--prompts", str(_lines(tmp_path)), "--speculative", "ngram"],
                check=False)
-    assert p.returncode != 0 and "roll" in p.stderr and "DeepseekV41ForCausalLM" in p.stderr, p.stderr
+    assert p.returncode != 0 and "roll" in p.stderr and "DeepseekV4ForCausalLM" in p.stderr, p.stderr

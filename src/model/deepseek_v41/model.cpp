@@ -106,12 +106,16 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
   rope_main_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.rope_theta, c_.max_position_embeddings);
   rope_compress_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.compress_rope_theta, c_.max_position_embeddings,
                                       rope_scaling_params(c_.compress_scaling));
-  lay_ = make_cache_layout(c_);
+  lay_ = make_cache_layout(c_, cfg.speculative_tokens);
   for (int64_t l : c_.kv_source_layer_ids) last_src_ = std::max(last_src_, l);
 }
 
-CacheLayout make_cache_layout(const io::DeepseekV41Config& c) {
+CacheLayout make_cache_layout(const io::DeepseekV41Config& c, int64_t spec) {
   CacheLayout lay;
+  GANNET_CHECK(spec >= 0, "speculative tokens ", spec);
+  lay.window_ring = c.sliding_window + spec;
+  lay.history_ring = (c.engram_layer_ids.empty() ? 1 : c.engram_max_ngram_size) + spec;
+  lay.open_ring.assign(size_t(c.num_hidden_layers), 0);
   // Cached forms: packed where the model's fake quantization applies (the width is a
   // multiple of its block), else f32 as the reference then leaves the values.
   const int64_t L = c.num_hidden_layers, D = c.head_dim, idh = c.index_head_dim;
@@ -127,14 +131,18 @@ CacheLayout make_cache_layout(const io::DeepseekV41Config& c) {
   lay.source_index.assign(size_t(L), -1);
   for (int64_t l = 0; l < L; ++l) {
     lay.window_off[size_t(l)] = off;
-    off += (c.sliding_window * lay.win_bytes + 7) / 8 * 8;
+    off += (lay.window_ring * lay.win_bytes + 7) / 8 * 8;
   }
   for (int64_t l = 0; l < L; ++l) {
     if (!c.is_kv_source(l)) continue;
     const int64_t m = c.compress_ratios[size_t(l)];
     if (m > 1) {
+      // The open group [g0, L) must survive positions up to L - 1 + spec: at least
+      // spec + m - 1 slots, in whole groups so a group's slots stay contiguous.
+      const int64_t ring = (spec + m - 1 + m - 1) / m * m;
+      lay.open_ring[size_t(l)] = std::max(m, ring);
       lay.open_off[size_t(l)] = off;
-      off += 2 * m * D * 4;  // kv then gate, m slots each
+      off += 2 * lay.open_ring[size_t(l)] * D * 4;  // kv then gate, open_ring slots each
     }
     int64_t g = -1;
     for (size_t i = 0; i < lay.group_ratio.size(); ++i)
@@ -149,7 +157,7 @@ CacheLayout make_cache_layout(const io::DeepseekV41Config& c) {
     lay.source_arena.push_back({g, layer_in_group});
   }
   lay.history_off = off;
-  off += std::max<int64_t>(1, c.engram_layer_ids.empty() ? 1 : c.engram_max_ngram_size) * 8;
+  off += lay.history_ring * 8;
   lay.state_bytes = (off + 63) / 64 * 64;
   for (size_t g = 0; g < lay.group_ratio.size(); ++g) {
     int64_t layers = 0;
@@ -199,7 +207,7 @@ float* DeepseekV41::open_kv(const SeqMem& m, int64_t l) const {
   return reinterpret_cast<float*>(m.state + lay_.open_off[size_t(l)]);
 }
 float* DeepseekV41::open_gate(const SeqMem& m, int64_t l) const {
-  return open_kv(m, l) + c_.compress_ratios[size_t(l)] * c_.head_dim;
+  return open_kv(m, l) + lay_.open_ring[size_t(l)] * c_.head_dim;
 }
 int64_t* DeepseekV41::history(const SeqMem& m) const { return reinterpret_cast<int64_t*>(m.state + lay_.history_off); }
 uint8_t* DeepseekV41::entry(const SeqMem& m, int64_t l_src, int64_t e) const {
@@ -251,24 +259,27 @@ void DeepseekV41::compress(int64_t l, const Chunk& ch, const float* kv, const fl
     float* okv = open_kv(mem, l);
     float* ogate = open_gate(mem, l);
     std::vector<float> pooled;
+    const int64_t ring = lay_.open_ring[size_t(l)];
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t p = ch.pos0 + i, slot = p % ratio;
+      const int64_t p = ch.pos0 + i, slot = p % ring;
       std::memcpy(okv + slot * D, kv + i * D, size_t(D) * 4);
       std::memcpy(ogate + slot * D, gate + i * D, size_t(D) * 4);
-      if (slot != ratio - 1) continue;
+      if (p % ratio != ratio - 1) continue;
       // The group [p - ratio + 1, p] closes: softmax over its slots, per channel.
       pooled.resize(pooled.size() + size_t(D));
       float* out = pooled.data() + pooled.size() - size_t(D);
+      const float* gkv = okv + (slot - (ratio - 1)) * D;  // from the group's first slot
+      const float* ggate = ogate + (slot - (ratio - 1)) * D;
       for (int64_t c = 0; c < D; ++c) {
         float mx = kNegInf;
-        for (int64_t j = 0; j < ratio; ++j) mx = std::max(mx, ogate[j * D + c]);
+        for (int64_t j = 0; j < ratio; ++j) mx = std::max(mx, ggate[j * D + c]);
         float e[8], sum = 0.0f;
         for (int64_t j = 0; j < ratio; ++j) {
-          e[j] = std::exp(ogate[j * D + c] - mx);
+          e[j] = std::exp(ggate[j * D + c] - mx);
           sum += e[j];
         }
         float acc = 0.0f;
-        for (int64_t j = 0; j < ratio; ++j) acc += (e[j] / sum) * okv[j * D + c];
+        for (int64_t j = 0; j < ratio; ++j) acc += (e[j] / sum) * gkv[j * D + c];
         out[c] = acc;
       }
       entry_ids.push_back(p / ratio);
@@ -408,8 +419,9 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
     // Bounded replay: a decoder layer's window holds nothing before replay_from.
     const int64_t lo = l > last_src_ ? ch.replay_from : 0;
     uint8_t* ring = window(mem, l);
+    const int64_t RW = lay_.window_ring;
     for (int64_t kp = std::max<int64_t>(lo, pos0 - W + 1); kp < pos0; ++kp)
-      load_window(ring + (kp % W) * lay_.win_bytes, past.data() + (kp % W) * D);
+      load_window(ring + (kp % RW) * lay_.win_bytes, past.data() + (kp % W) * D);
     slot_of.clear();
     ents.clear();
     if (src >= 0 && sh.has_topk && entries > 0) {
@@ -482,7 +494,7 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
     }
     // The window ring keeps the last W positions.
     for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
-      store_window(ring + ((pos0 + i) % W) * lay_.win_bytes, ckv + i * D);
+      store_window(ring + ((pos0 + i) % RW) * lay_.win_bytes, ckv + i * D);
   }
 
   kernels::apply_rope(o.data(), N, int(H), int(D), pos, rope, true, int(D - R), /*inverse=*/true);
@@ -531,16 +543,16 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
   // history (position p's id at p % max_ngram of its state).
   std::vector<std::vector<int64_t>> hash(c_.engram_layer_ids.size());
   if (!hash.empty()) {
-    const int64_t NG = engram_.max_ngram;
+    const int64_t NG = engram_.max_ngram, HR = lay_.history_ring;
     std::vector<int64_t> back(static_cast<size_t>(NG));
     for (auto& h : hash) h.resize(size_t(N * engram_.cols));
     for (const Chunk& ch : chunks) {
       int64_t* hist = history(*ch.m);
       for (int64_t i = 0; i < ch.n; ++i) {
         const int64_t p = ch.pos0 + i, row = ch.row0 + i;
-        hist[p % NG] = token_map_[size_t(tokens[row])];
+        hist[p % HR] = token_map_[size_t(tokens[row])];
         const int64_t avail = std::min<int64_t>(NG, p + 1);
-        for (int64_t s = 0; s < avail; ++s) back[size_t(s)] = hist[(p - s) % NG];
+        for (int64_t s = 0; s < avail; ++s) back[size_t(s)] = hist[(p - s) % HR];
         for (size_t li = 0; li < hash.size(); ++li)
           engram_hash(engram_, int64_t(li), back.data(), avail, hash[li].data() + row * engram_.cols);
       }

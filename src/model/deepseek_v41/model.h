@@ -39,9 +39,11 @@ namespace gannet::model::deepseek_v41 {
 // its compressed entries (entry e: the compressed KV after RoPE as E2M1 codes with an
 // E4M3 scale per 16, then the index key after RoPE as E2M1 codes with an E8M0 scale per
 // 32: 288 + 68 bytes at V4.1-Flash's widths) with the sequence's block table. Window
-// rings hold E4M3 codes with an E8M0 scale per 32 (528 bytes per position at 512). Everything in the state is indexed by position (window rings by p % window,
-// the open group by p % ratio, the Engram history by p % max_ngram) and every count is
-// derived from positions, so a forked copy stays valid while its parent runs ahead.
+// rings hold E4M3 codes with an E8M0 scale per 32 (528 bytes per position at 512). Everything in the state is indexed by position (window rings by p % window ring,
+// the open group by p % open ring, the Engram history by p % history ring: CacheLayout)
+// and every count is derived from positions, so a forked copy stays valid while its
+// parent runs ahead, and a sequence may fall back to any kept length within its rings'
+// spare room (speculative decoding's rejected drafts).
 struct SeqMem {
   uint8_t* state = nullptr;
   const int32_t* block_table = nullptr;
@@ -70,8 +72,15 @@ struct CacheLayout {
   std::vector<int64_t> source_index;                      // [layers]: KV source number, or -1
   std::vector<std::pair<int64_t, int64_t>> source_arena;  // [sources]: (group, layer in group)
   std::vector<int64_t> group_ratio;                       // [groups]
+  // Ring lengths, in positions: the window (sliding_window + spec), each open group
+  // (a multiple of its ratio holding the open group and spec positions after it) and the
+  // Engram history (max_ngram + spec). With spec = 0 they are the minimum; with spec = K a
+  // step may compute K positions past what is kept (rejected drafts) without touching
+  // anything a later step at the kept length reads.
+  int64_t window_ring = 0, history_ring = 0;
+  std::vector<int64_t> open_ring;  // [layers], 0: none
 };
-CacheLayout make_cache_layout(const io::DeepseekV41Config& c);
+CacheLayout make_cache_layout(const io::DeepseekV41Config& c, int64_t spec = 0);
 
 class DeepseekV41 {
  public:
