@@ -69,7 +69,7 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
   last_row_.resize(n_rows);
   start_.resize(n_rows);
   count_.resize(n_rows);
-  int64_t n = 0, rows = 0;
+  int64_t n = 0, rows = 0, n_seqs = 0;  // n_seqs: rows with positions to compute
   for (size_t i = 0; i < n_rows; ++i) {
     const PlanRow& s = plan.rows[i];
     auto it = rows_.find(s.seq_id);
@@ -89,6 +89,17 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
       // drafts the plan could not know of), with drafts appended to the history until
       // verification keeps or drops them. Never past max_tokens.
       start = int64_t(row.tokens.size()) - 1;
+      if (int64_t(row.tokens.size()) >= row.reserve) {
+        // The row already holds every token the request may produce (the plan could not
+        // know how many drafts the steps before accepted): nothing to compute. The engine
+        // ends the sequence on the earlier result, so this one's is stale when it arrives.
+        start_[i] = start;
+        count_[i] = 0;
+        planned_[i] = &row;
+        first_row_[i] = rows;
+        last_row_[i] = rows - 1;
+        continue;
+      }
       const int64_t k = std::clamp<int64_t>(row.reserve - int64_t(row.tokens.size()) - 1, 0, s.spec_k);
       const auto d0 = std::chrono::steady_clock::now();
       sampling::ngram_draft(row.tokens, int(k), ngram_, &draft_);
@@ -103,32 +114,34 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     start_[i] = start;
     count_[i] = count;
     planned_[i] = &row;
-    attn_seqs_[i].block_table = row.blocks.data();
-    attn_seqs_[i].state_slot = row.state_slot;
-    attn_seqs_[i].replay_from = replay_keep_ > 0 ? std::max<int64_t>(0, row.prompt_len - replay_keep_) : 0;
+    kernels::AttentionSeq& as = attn_seqs_[size_t(n_seqs)];
+    as.block_table = row.blocks.data();
+    as.state_slot = row.state_slot;
+    as.replay_from = replay_keep_ > 0 ? std::max<int64_t>(0, row.prompt_len - replay_keep_) : 0;
     first_row_[i] = rows;
     GANNET_CHECK(n + count <= max_tokens_ && rows + count <= max_logit_rows_, "step of more than ", max_tokens_,
                  " tokens");
     for (int64_t j = 0; j < count; ++j) {
       ids_[size_t(n)] = row.tokens[size_t(start + j)];
       pos_[size_t(n)] = int32_t(start + j);
-      tok_seq_[size_t(n)] = int32_t(i);
+      tok_seq_[size_t(n)] = int32_t(n_seqs);
       if (s.prompt_logprobs || s.spec_k >= 0 || (s.num_samples && j == count - 1))
         logit_rows_[size_t(rows++)] = int32_t(n);
       ++n;
     }
     last_row_[i] = rows - 1;
+    ++n_seqs;
   }
   model::Batch b;
   b.n_tokens = n;
   b.token_ids = ids_.data();
   b.positions = pos_.data();
   b.token_seq = tok_seq_.data();
-  b.n_seqs = int32_t(n_rows);
+  b.n_seqs = int32_t(n_seqs);
   b.seqs = attn_seqs_.data();
   b.n_logits = rows;
   b.logit_rows = logit_rows_.data();
-  model_.forward(b, cache_.views(), logits_.data(), pool_);
+  if (n > 0) model_.forward(b, cache_.views(), logits_.data(), pool_);
 
   // Lay out the result: each row's samples, prompt logprobs and top-N lists get fixed
   // places first, so the rows can then be filled in parallel.
@@ -143,7 +156,7 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     r.count = count_[i];
     r.first_prompt_pos = s.start + 1;  // logits row j predicts position start + j + 1
     r.spec_k = s.spec_k;
-    r.spec_drafted = s.spec_k >= 0 ? int(count_[i] - 1) : 0;
+    r.spec_drafted = s.spec_k >= 0 ? int(std::max<int64_t>(0, count_[i] - 1)) : 0;
     r.prompt_lp_offset = n_prompt;
     r.prompt_lp_len = s.prompt_logprobs ? std::max<int64_t>(0, std::min(s.count, row.prompt_len - 1 - s.start)) : 0;
     n_prompt += r.prompt_lp_len;
@@ -187,7 +200,7 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
         sampler.prompt_logprobs(lg, row.tokens[size_t(s.start + j + 1)], top_n, &o);
         put(o, result.prompt_lps[size_t(r.prompt_lp_offset + j)]);
       }
-      if (s.num_samples == 0) continue;
+      if (s.num_samples == 0 || count_[size_t(i)] == 0) continue;
       if (s.spec_k >= 0) {
         // Verification (sampling/speculative.h): each row samples as plain decoding would at
         // its output position; drafts are kept while the samples equal them.
@@ -229,7 +242,7 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
   // forked samples get rows of their own from the scheduler).
   for (size_t i = 0; i < n_rows; ++i) {
     const PlanRow& s = plan.rows[i];
-    if (s.num_samples == 0) continue;
+    if (s.num_samples == 0 || count_[i] == 0) continue;
     Row& row = *planned_[i];
     const RowResult& r = result.rows[i];
     if (s.spec_k >= 0) {  // the last token, the accepted drafts (equal to their samples), the next

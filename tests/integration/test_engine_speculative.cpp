@@ -319,3 +319,32 @@ TEST(EngineSpeculative, RefusedWhereItCannotRun) {
   EngineArgs d = args(false, "medusa");
   EXPECT_THROW(d.validate(), Error);
 }
+
+// Requests that end exactly at the context limit: with asynchronous scheduling the engine
+// plans steps for a sequence whose executor row may already hold every token (accepted
+// drafts the plan did not know of); those rows compute nothing and never reach past the
+// context. Results equal plain decoding's.
+TEST(EngineSpeculative, RequestsEndingAtTheContextLimit) {
+  std::vector<Case> cases;
+  for (int i = 0; i < 6; ++i) {
+    Case c;
+    for (int r = 0; r < 8; ++r)
+      for (int32_t t : {300 + i, 301 + i}) c.prompt.push_back(t);
+    c.params.temperature = 0;
+    c.params.ignore_eos = true;
+    c.params.max_tokens = 64 - int(c.prompt.size());  // prompt + outputs = the whole context
+    cases.push_back(c);
+  }
+  std::vector<int> all = {0, 1, 2, 3, 4, 5};
+  EngineArgs plain = args(false);
+  plain.max_model_len = 64;
+  const auto ref = run_each_alone(plain, cases, all);
+  for (bool async : {false, true})
+    for (int64_t k : {4, 8}) {
+      EngineArgs a = args(async, "ngram", k);
+      a.max_model_len = 64;
+      SpecRun r = run(a, cases, all);
+      expect_same(ref, r.out, "context limit, k " + std::to_string(k));
+      EXPECT_GT(r.accepted, 0);
+    }
+}
