@@ -30,6 +30,10 @@ struct SamplingParams {
   std::optional<uint64_t> seed;     // unset: the engine draws one
   std::optional<int> logprobs;         // top-N logprobs per generated token (0 = chosen only)
   std::optional<int> prompt_logprobs;  // top-N logprobs per prompt token
+  // Speculative decoding: the most drafts this request's decode steps verify (0: none);
+  // the engine's --num-speculative-tokens bounds it (0 when speculation is off); unset: the
+  // engine's. Outputs are the same whatever it is: only the speed changes.
+  std::optional<int> num_speculative_tokens;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
 

@@ -54,7 +54,7 @@ const char* kUsage =
     "FILE.jsonl has one {\"prompt\": ...} (or {\"prompt_token_ids\": [ids]}) object per line with optional\n"
     "SamplingParams fields\n"
     "(max_tokens, temperature, top_p, top_k, min_p, seed, n, stop, stop_token_ids, logprobs,\n"
-    "prompt_logprobs, min_tokens, ignore_eos, repetition/presence/frequency_penalty, ...).\n"
+    "prompt_logprobs, min_tokens, ignore_eos, repetition/presence/frequency_penalty, num_speculative_tokens, ...).\n"
     "All prompts run as one continuous batch; output lines keep the input order, and a bad\n"
     "line gets {\"error\": ...} in its place while the others complete.\n";
 

@@ -67,6 +67,7 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
     else if (k == "include_stop_str_in_output") p.include_stop_str_in_output = boolean();
     else if (k == "logprobs") p.logprobs = small_int(-1000000, 1000000);
     else if (k == "prompt_logprobs") p.prompt_logprobs = small_int(-1000000, 1000000);
+    else if (k == "num_speculative_tokens") p.num_speculative_tokens = small_int(-1000000, 1000000);
     else if (k == "seed") {
       if (!v.is_number_unsigned()) fail("'seed' must be a non-negative integer");
       p.seed = v.get<uint64_t>();

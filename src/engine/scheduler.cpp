@@ -104,7 +104,8 @@ void Scheduler::schedule(StepPlan& plan) {
     int spec_k = -1;
     if (cfg_.num_speculative_tokens > 0) {
       const int64_t left = seq->request->params.max_tokens - (int64_t(seq->tokens.size()) - seq->prompt_len);
-      spec_k = int(std::max<int64_t>(0, std::min({cfg_.num_speculative_tokens, budget - 1, left - 1,
+      const auto& want = seq->request->params.num_speculative_tokens;
+      spec_k = int(std::max<int64_t>(0, std::min({want ? int64_t(*want) : cfg_.num_speculative_tokens, budget - 1, left - 1,
                                                    cfg_.max_logit_rows - plan.num_logit_rows - 1,
                                                    cfg_.max_model_len - int64_t(seq->tokens.size()) - 1})));
     }

@@ -24,6 +24,8 @@ void SamplingParams::validate() const {
   if (n < 1) fail("n must be >= 1, got ", n);
   if (max_tokens < 1) fail("max_tokens must be >= 1, got ", max_tokens);
   if (min_tokens < 0) fail("min_tokens must be >= 0, got ", min_tokens);
+  if (num_speculative_tokens && (*num_speculative_tokens < 0 || *num_speculative_tokens > 16))
+    fail("num_speculative_tokens must be in [0, 16], got ", *num_speculative_tokens);
   if (min_tokens > max_tokens)
     fail("min_tokens must be <= max_tokens (", max_tokens, "), got ", min_tokens);
   if (!(temperature >= 0) || !std::isfinite(temperature))

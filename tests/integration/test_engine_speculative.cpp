@@ -64,6 +64,7 @@ std::vector<Case> make_cases(int count) {
         break;
     }
     if (i == 5) p.n = 3;
+    if (i % 6 == 4) p.num_speculative_tokens = i % 12 == 4 ? 0 : 2;  // per request: none, or fewer
     cases.push_back(c);
   }
   return cases;
@@ -180,6 +181,21 @@ TEST(EngineSpeculative, NgramEqualsPlainBatchedAsyncOnAndOff) {
     EXPECT_GT(r.drafted, 100);
     EXPECT_GT(r.accepted, r.drafted / 3);
     EXPECT_LT(r.accepted, r.drafted);  // and some rejected
+  }
+}
+
+// num_speculative_tokens per request: 0 drafts nothing for that request, 2 at most two.
+TEST(EngineSpeculative, PerRequestDraftLimit) {
+  auto cases = make_cases(kCases);
+  SpecRun r = run(args(true, "ngram", 8), cases, all_cases());
+  for (int i = 0; i < kCases; ++i) {
+    const RequestOutput& o = r.out.at("r" + std::to_string(i));
+    const auto& want = cases[size_t(i)].params.num_speculative_tokens;
+    if (!want) continue;
+    if (*want == 0) {
+      EXPECT_EQ(o.metrics.spec_drafted, 0) << i;
+    }
+    EXPECT_LE(int64_t(o.metrics.spec_drafted_at.size()), int64_t(*want)) << i;
   }
 }
 
@@ -318,6 +334,11 @@ TEST(EngineSpeculative, RefusedWhereItCannotRun) {
   EXPECT_THROW(c.validate(), Error);
   EngineArgs d = args(false, "medusa");
   EXPECT_THROW(d.validate(), Error);
+  SamplingParams p;
+  p.num_speculative_tokens = 17;
+  EXPECT_THROW(p.validate(), Error);
+  p.num_speculative_tokens = -1;
+  EXPECT_THROW(p.validate(), Error);
 }
 
 // Requests that end exactly at the context limit: with asynchronous scheduling the engine
