@@ -59,6 +59,10 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
     });
   }
   cfg.speculative_tokens = args_.speculative_tokens();  // ring room for rejected drafts (DeepSeek-V4.1)
+  if (args_.speculative == "dspark" && !cfg.deepseek_v41)
+    fail("--speculative dspark: ", cfg.architecture, " has no DSpark drafter (only DeepSeek-V4.1 checkpoints carry one; "
+         "use --speculative ngram)");
+  cfg.dspark = args_.speculative == "dspark";  // the model refuses a checkpoint without mtp.* tensors
   model_ = model::create_model(cfg, *checkpoint_);
   // A model with bf16 linears has its bf16 GEMM route measured (or GANNET_BF16_GEMM read)
   // once, at start-up, on the pool it will use; other models never need it.
@@ -120,12 +124,9 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   sc.chunked_prefill = args_.enable_chunked_prefill;
   sc.prompt_logprob_chunk = std::min<int64_t>(256, args_.max_num_batched_tokens);
   sc.max_logit_rows = args_.max_num_seqs + sc.prompt_logprob_chunk;
-  // Speculative decoding (engine_args.h). The drafts of the DeepSeek models' per-sequence
-  // state (window rings, open compressor groups) cannot be rolled back yet.
-  if (args_.speculative == "dspark")
-    fail("--speculative dspark: ",
-         cfg.deepseek_v41 ? "gannet does not run DeepSeek-V4.1's DSpark drafter yet (use --speculative ngram)"
-                          : cfg.architecture + " has no DSpark drafter (only DeepSeek-V4.1 checkpoints carry one)");
+  // Speculative decoding (engine_args.h). DeepSeek-V4's per-sequence state (window rings,
+  // open compressor groups) has no room for rejected drafts yet; V4.1's has
+  // (ModelConfig::speculative_tokens).
   if (args_.speculative != "off" && cfg.deepseek_v4)
     fail("--speculative ", args_.speculative, ": ", cfg.architecture,
          " keeps per-sequence state (window rings, open compressor groups) that rejected drafts would have to roll "

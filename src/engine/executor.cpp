@@ -25,6 +25,10 @@ Executor::Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* p
   last_row_.reserve(size_t(max_seqs) + 1);
   start_.reserve(size_t(max_seqs) + 1);
   count_.reserve(size_t(max_seqs) + 1);
+  tok0_.reserve(size_t(max_seqs) + 1);
+  seq_of_.reserve(size_t(max_seqs) + 1);
+  draft_jobs_.reserve(size_t(max_seqs) + 1);
+  draft_block_ = model.draft_block();
   rows_.reserve(size_t(2 * max_seqs + 2));
   logits_.resize(size_t(max_logit_rows) * size_t(vocab_));
   const int threads = pool ? pool->size() : 1;
@@ -47,6 +51,9 @@ void Executor::apply_changes(const StepPlan& plan) {
     r.seed = a.seed;
     r.sample_index = a.sample_index;
     r.state_slot = a.state_slot;
+    r.drafts.assign(size_t(draft_block_), 0);
+    r.confidence.assign(size_t(draft_block_), 0.0f);
+    r.draft_base = -1;
   }
   cache_.copy_blocks(plan.copies);
   for (auto [src, dst] : plan.state_copies) cache_.copy_state(src, dst);
@@ -69,6 +76,8 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
   last_row_.resize(n_rows);
   start_.resize(n_rows);
   count_.resize(n_rows);
+  tok0_.assign(n_rows, 0);
+  seq_of_.assign(n_rows, -1);
   int64_t n = 0, rows = 0, n_seqs = 0;  // n_seqs: rows with positions to compute
   for (size_t i = 0; i < n_rows; ++i) {
     const PlanRow& s = plan.rows[i];
@@ -101,9 +110,17 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
         continue;
       }
       const int64_t k = std::clamp<int64_t>(row.reserve - int64_t(row.tokens.size()) - 1, 0, s.spec_k);
-      const auto d0 = std::chrono::steady_clock::now();
-      sampling::ngram_draft(row.tokens, int(k), ngram_, &draft_);
-      result.draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - d0).count();
+      if (draft_block_ > 0) {
+        // The drafter's block, made when this row's last token was produced (none after a
+        // preemption or a fork until the row's first step has run).
+        draft_.clear();
+        if (row.draft_base == int64_t(row.tokens.size()))
+          draft_.assign(row.drafts.begin(), row.drafts.begin() + std::min<int64_t>(k, draft_block_));
+      } else {
+        const auto d0 = std::chrono::steady_clock::now();
+        sampling::ngram_draft(row.tokens, int(k), ngram_, &draft_);
+        result.draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - d0).count();
+      }
       row.tokens.insert(row.tokens.end(), draft_.begin(), draft_.end());
       count = 1 + int64_t(draft_.size());
       GANNET_CHECK(start + count <= int64_t(row.blocks.size()) * cache_.block_size(), "sequence ", s.seq_id,
@@ -119,6 +136,8 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     as.state_slot = row.state_slot;
     as.replay_from = replay_keep_ > 0 ? std::max<int64_t>(0, row.prompt_len - replay_keep_) : 0;
     first_row_[i] = rows;
+    tok0_[i] = n;
+    seq_of_[i] = n_seqs;
     GANNET_CHECK(n + count <= max_tokens_ && rows + count <= max_logit_rows_, "step of more than ", max_tokens_,
                  " tokens");
     for (int64_t j = 0; j < count; ++j) {
@@ -253,6 +272,34 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     row.tokens.resize(size_t(s.start + s.count));
     row.tokens.push_back(result.samples[size_t(r.sample_offset)].token);
   }
+  if (draft_block_ > 0 && n > 0) run_drafter(plan, b, result);
+}
+
+void Executor::run_drafter(const StepPlan& plan, const model::Batch& b, StepResult& result) {
+  const auto d0 = std::chrono::steady_clock::now();
+  draft_jobs_.clear();
+  for (size_t i = 0; i < plan.rows.size(); ++i) {
+    if (count_[i] == 0 || seq_of_[i] < 0) continue;
+    const PlanRow& s = plan.rows[i];
+    Row& row = *planned_[i];
+    const RowResult& r = result.rows[i];
+    model::DraftJob j;
+    j.seq = int32_t(seq_of_[i]);
+    j.row0 = tok0_[i];
+    j.pos0 = start_[i];
+    // A verify step keeps its last token's row and the accepted drafts' rows.
+    j.n = s.spec_k >= 0 ? std::min<int64_t>(count_[i], r.num_samples) : count_[i];
+    row.draft_base = -1;
+    if (s.num_samples > 0 && r.num_samples > 0 && int64_t(row.tokens.size()) == j.pos0 + j.n + 1) {
+      j.token = row.tokens.back();
+      j.drafts = row.drafts.data();
+      j.confidence = row.confidence.data();
+      row.draft_base = int64_t(row.tokens.size());
+    }
+    if (j.n > 0) draft_jobs_.push_back(j);
+  }
+  model_.draft(b, draft_jobs_.data(), int64_t(draft_jobs_.size()), cache_.views(), pool_);
+  result.draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - d0).count();
 }
 
 }  // namespace gannet::engine

@@ -42,7 +42,14 @@ class Executor {
     uint64_t seed = 0;
     int sample_index = 0;
     int32_t state_slot = -1;
+    // The model's drafter's proposals for the tokens after tokens[draft_base - 1], made at
+    // the end of the step that produced that token (DSpark), with their confidences.
+    std::vector<int32_t> drafts;
+    std::vector<float> confidence;
+    int64_t draft_base = -1;
   };
+  // DSpark: seeds the drafter with each row's kept positions and drafts its next block.
+  void run_drafter(const StepPlan& plan, const model::Batch& b, StepResult& result);
   void apply_changes(const StepPlan& plan);
 
   model::Model& model_;
@@ -59,6 +66,9 @@ class Executor {
   std::vector<Row*> planned_;                               // [rows of the plan]
   std::vector<int64_t> first_row_, last_row_;               // logit rows per plan row
   std::vector<int64_t> start_, count_;                      // positions computed per plan row
+  std::vector<int64_t> tok0_, seq_of_;                      // first batch row, Batch::seqs index per plan row
+  int64_t draft_block_ = 0;                                 // the model's drafter (0: n-gram drafting)
+  std::vector<model::DraftJob> draft_jobs_;
   sampling::NgramConfig ngram_;
   std::vector<int32_t> draft_;                              // scratch
   std::vector<float> logits_;                               // [max_logit_rows, vocab]

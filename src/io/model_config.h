@@ -67,6 +67,8 @@ struct ModelConfig {
   // Speculative decoding: drafts a step may verify (0: off). Models with per-sequence rings
   // (DeepSeek-V4.1) size them so that rejected drafts never overwrite what they still need.
   int64_t speculative_tokens = 0;
+  // DSpark drafting (DeepSeek-V4.1 with its mtp.* drafter): state slots hold the drafter's rings.
+  bool dspark = false;
 
   // Parameter count implied by the shapes (embeddings counted once when tied).
   int64_t num_parameters() const;

@@ -35,6 +35,18 @@ struct Batch {
 using kernels::CacheSpec;
 using kernels::CacheViews;
 
+// Speculative drafting by a model's own drafter (DeepSeek-V4.1's DSpark): after a forward,
+// each job seeds the drafter with rows of that forward and, with a token, drafts the next
+// block of the sequence.
+struct DraftJob {
+  int32_t seq = -1;          // index into the last forward's Batch::seqs (its state slot)
+  int64_t row0 = 0, n = 0;   // rows of the last forward at positions pos0 .. pos0 + n - 1
+  int64_t pos0 = 0;          //   that the sequence keeps (a verify step's accepted ones)
+  int32_t token = -1;        // the token after position pos0 + n - 1; < 0: seed only
+  int32_t* drafts = nullptr;       // [draft_block()]
+  float* confidence = nullptr;     // [draft_block()]: each draft's acceptance probability
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -51,6 +63,13 @@ class Model {
   virtual std::map<std::string, uint64_t> weight_bytes_by_format() const = 0;
   // Of weight_bytes(): the vocabulary projection's (read only for rows that need logits).
   virtual uint64_t output_weight_bytes() const = 0;
+  // The model's own drafter: drafts per step (0: none, or not enabled by
+  // ModelConfig::dspark), and the drafting after a forward (jobs of distinct sequences).
+  virtual int64_t draft_block() const { return 0; }
+  virtual void draft(const Batch& last, const DraftJob* jobs, int64_t n_jobs, const CacheViews& cache,
+                     ThreadPool* pool) {
+    (void)last, (void)jobs, (void)n_jobs, (void)cache, (void)pool;
+  }
 };
 
 using ModelFactory =

@@ -57,3 +57,31 @@ def test_refusals_name_the_problem(gannet, tmp_path, tiny_models):
     p = gannet(["generate", "--model", str(V4), "--prompts", str(_lines(tmp_path)), "--speculative", "ngram"],
                check=False)
     assert p.returncode != 0 and "roll" in p.stderr and "DeepseekV4ForCausalLM" in p.stderr, p.stderr
+
+
+V41 = ROOT / "tests" / "golden" / "deepseek-v41-tiny"
+
+
+def test_dspark_outputs_equal_plain_decoding(gannet, tmp_path):
+    f = tmp_path / "p.jsonl"
+    rows = [
+        {"prompt_token_ids": [5, 6, 7, 8, 9] * 4, "max_tokens": 12, "temperature": 0, "logprobs": 1},
+        {"prompt_token_ids": [40, 41, 42], "max_tokens": 10, "temperature": 1.0, "seed": 5},
+    ]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ["generate", "--model", str(V41), "--prompts", str(f), "--json"]
+    plain = [json.loads(l) for l in gannet(base).stdout.splitlines()]
+    p = gannet([*base, "--speculative", "dspark", "--num-speculative-tokens", "3"])
+    for a, b in zip(plain, [json.loads(l) for l in p.stdout.splitlines()]):
+        assert a["token_ids"] == b["token_ids"] and a.get("logprobs") == b.get("logprobs")
+        s = b["speculative"]
+        assert s["steps"] > 0 and 0 < s["drafted"] <= 3 * s["steps"]
+        assert len(s["drafted_at"]) == 3
+    # The drafter proposes dspark_block_size (3 here) tokens; a checkpoint without one is named.
+    p = gannet([*base, "--speculative", "dspark", "--num-speculative-tokens", "4"], check=False)
+    assert p.returncode != 0 and "dspark_block_size = 3" in p.stderr, p.stderr
+    bare = tmp_path / "bare"
+    gannet(["make-model", "--arch", "deepseek_v41", "--preset", "tiny", "--out", str(bare),
+            "--config-overrides", '{"num_nextn_predict_layers": 0}'])
+    p = gannet(["generate", "--model", str(bare), "--prompts", str(f), "--speculative", "dspark"], check=False)
+    assert p.returncode != 0 and "has no DSpark drafter" in p.stderr and "mtp" in p.stderr, p.stderr

@@ -25,12 +25,15 @@ class DeepseekV41Model final : public Model {
   void reserve(int64_t max_tokens, int64_t max_logits) override {
     hidden_.resize(size_t(max_tokens * cfg_.hidden_size));
     rows_.resize(size_t(max_logits * cfg_.hidden_size));
+    if (m_.dspark_enabled()) capture_.resize(size_t(max_tokens * m_.capture_width()));
   }
 
   void forward(const Batch& b, const CacheViews& cache, float* logits, ThreadPool* pool) override {
     const int64_t n = b.n_tokens, d = cfg_.hidden_size;
     if (int64_t(hidden_.size()) < n * d) hidden_.resize(size_t(n * d));
     if (int64_t(rows_.size()) < b.n_logits * d) rows_.resize(size_t(b.n_logits * d));
+    if (m_.dspark_enabled() && int64_t(capture_.size()) < n * m_.capture_width())
+      capture_.resize(size_t(n * m_.capture_width()));
     const int64_t sources = int64_t(m_.config().kv_source_layer_ids.size());
     arenas_.resize(size_t(sources));
     for (int64_t i = 0; i < sources; ++i) {
@@ -59,7 +62,7 @@ class DeepseekV41Model final : public Model {
       at = end;
     }
     for (size_t i = 0; i < chunks_.size(); ++i) chunks_[i].m = &mems_[i];
-    m_.forward_batch(chunks_, b.token_ids, n, hidden_.data(), pool);
+    m_.forward_batch(chunks_, b.token_ids, n, hidden_.data(), pool, m_.dspark_enabled() ? capture_.data() : nullptr);
     for (int64_t r = 0; r < b.n_logits; ++r)
       std::copy_n(hidden_.data() + int64_t(b.logit_rows[r]) * d, d, rows_.data() + r * d);
     if (b.n_logits) m_.logits(rows_.data(), b.n_logits, logits, pool);
@@ -98,10 +101,39 @@ class DeepseekV41Model final : public Model {
   }
   uint64_t output_weight_bytes() const override { return m_.weights().head.bytes(); }
 
+  int64_t draft_block() const override { return m_.dspark_enabled() ? m_.dspark_block() : 0; }
+  void draft(const Batch& last, const DraftJob* jobs, int64_t n_jobs, const CacheViews& cache,
+             ThreadPool* pool) override {
+    GANNET_CHECK(m_.dspark_enabled(), "drafting without the DSpark drafter enabled");
+    const int64_t cw = m_.capture_width();
+    draft_mems_.resize(size_t(n_jobs));
+    draft_jobs_.resize(size_t(n_jobs));
+    for (int64_t i = 0; i < n_jobs; ++i) {
+      const DraftJob& j = jobs[i];
+      GANNET_CHECK(j.seq >= 0 && j.seq < last.n_seqs && j.row0 >= 0 && j.row0 + j.n <= last.n_tokens, "draft job rows");
+      const kernels::AttentionSeq& seq = last.seqs[j.seq];
+      draft_mems_[size_t(i)] = {cache.state_slot(seq.state_slot), seq.block_table, arenas_.data()};
+      DeepseekV41::DraftJob& d = draft_jobs_[size_t(i)];
+      d = {};
+      d.m = &draft_mems_[size_t(i)];
+      d.main_hidden = capture_.data() + j.row0 * cw;
+      d.seed_n = j.n;
+      d.seed_pos0 = j.pos0;
+      d.p = j.pos0 + j.n - 1;
+      d.lo = seq.replay_from;
+      d.token = j.token;
+      d.drafts = j.drafts;
+      d.confidence = j.confidence;
+    }
+    m_.dspark(draft_jobs_, pool);
+  }
+
  private:
   io::ModelConfig cfg_;
   DeepseekV41 m_;
-  std::vector<float> hidden_, rows_;
+  std::vector<float> hidden_, rows_, capture_;  // capture_: the DSpark targets of the last forward
+  std::vector<deepseek_v41::SeqMem> draft_mems_;
+  std::vector<DeepseekV41::DraftJob> draft_jobs_;
   std::vector<const kernels::CacheArena*> arenas_;
   std::vector<deepseek_v41::SeqMem> mems_;
   std::vector<DeepseekV41::Chunk> chunks_;

@@ -66,11 +66,11 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
       fail(ckpt.dir(), ": config.json: KV source layer ", l,
            " is not in index_source_layer_ids (its layers would have no top-k over its entries)");
   w_ = load_weights(c_, ckpt);
-  for (const LayerWeights& lw : w_.layers) {
+  auto moe_config = [&](int64_t experts, int64_t top_k) {
     MoeConfig mc;
     mc.hidden = c_.hidden_size;
-    mc.n_experts = c_.n_routed_experts;
-    mc.top_k = c_.num_experts_per_tok;
+    mc.n_experts = experts;
+    mc.top_k = top_k;
     mc.n_shared = c_.n_shared_experts;
     mc.scoring = scoring_of(c_.scoring_func);
     mc.norm_topk_prob = c_.norm_topk_prob;
@@ -78,7 +78,22 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
     mc.swiglu_limit = float(c_.swiglu_limit);
     mc.gate_temp = float(c_.gate_temp);
     mc.act_quant_block = act_quant_ ? 32 : 0;
-    moe_.emplace_back(mc, lw.moe);
+    return mc;
+  };
+  for (const LayerWeights& lw : w_.layers) moe_.emplace_back(moe_config(c_.n_routed_experts, c_.num_experts_per_tok), lw.moe);
+  if (cfg.dspark) {
+    if (!w_.has_dspark)
+      fail("--speculative dspark: ", ckpt.dir(), " has no DSpark drafter (num_nextn_predict_layers = ",
+           c_.num_nextn_predict_layers, ", ", w_.mtp_tensors, " mtp.* tensors)");
+    if (c_.dspark_noise_token_id < 0 || c_.dspark_noise_token_id >= c_.vocab_size)
+      fail(ckpt.dir(), ": config.json: dspark_noise_token_id ", c_.dspark_noise_token_id, " is outside the vocabulary (",
+           c_.vocab_size, ")");
+    if (c_.dspark_target_layer_ids.empty()) fail(ckpt.dir(), ": config.json: dspark_target_layer_ids is empty");
+    if (cfg.speculative_tokens > c_.dspark_block_size)
+      fail("--num-speculative-tokens ", cfg.speculative_tokens, ": the DSpark drafter proposes dspark_block_size = ",
+           c_.dspark_block_size, " tokens per step");
+    for (const LayerWeights& lw : w_.dspark.stages)
+      dspark_moe_.emplace_back(moe_config(c_.dspark_n_routed_experts, c_.dspark_num_experts_per_tok), lw.moe);
   }
   // Engram's compressed token map comes from the checkpoint's tokenizer; without one, the
   // identity map is the only one that fits, when the compressed vocabulary is the vocabulary.
@@ -106,11 +121,11 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
   rope_main_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.rope_theta, c_.max_position_embeddings);
   rope_compress_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.compress_rope_theta, c_.max_position_embeddings,
                                       rope_scaling_params(c_.compress_scaling));
-  lay_ = make_cache_layout(c_, cfg.speculative_tokens);
+  lay_ = make_cache_layout(c_, cfg.speculative_tokens, cfg.dspark ? c_.num_nextn_predict_layers : 0);
   for (int64_t l : c_.kv_source_layer_ids) last_src_ = std::max(last_src_, l);
 }
 
-CacheLayout make_cache_layout(const io::DeepseekV41Config& c, int64_t spec) {
+CacheLayout make_cache_layout(const io::DeepseekV41Config& c, int64_t spec, int64_t dspark_stages) {
   CacheLayout lay;
   GANNET_CHECK(spec >= 0, "speculative tokens ", spec);
   lay.window_ring = c.sliding_window + spec;
@@ -158,6 +173,10 @@ CacheLayout make_cache_layout(const io::DeepseekV41Config& c, int64_t spec) {
   }
   lay.history_off = off;
   off += lay.history_ring * 8;
+  for (int64_t k = 0; k < dspark_stages; ++k) {
+    lay.dspark_off.push_back(off);
+    off += (lay.window_ring * lay.win_bytes + 7) / 8 * 8;
+  }
   lay.state_bytes = (off + 63) / 64 * 64;
   for (size_t g = 0; g < lay.group_ratio.size(); ++g) {
     int64_t layers = 0;
@@ -514,7 +533,7 @@ void DeepseekV41::forward_seq(const SeqMem& m, const int32_t* tokens, int64_t n,
 }
 
 void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t* tokens, int64_t N, float* hidden,
-                                ThreadPool* pool) const {
+                                ThreadPool* pool, float* capture) const {
   if (N <= 0) return;
   const int64_t d = c_.hidden_size, hc = c_.hc_mult;
   for (int64_t i = 0; i < N; ++i)
@@ -573,6 +592,9 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
   const int64_t N_all = N;
   bool replaying = false;
   for (const Chunk& ch : chunks) replaying |= ch.replay_from > ch.pos0;
+  const int64_t cw = capture_width();
+  if (capture && replaying && !replay_mask_only_)
+    std::fill(capture, capture + N * cw, std::numeric_limits<float>::quiet_NaN());
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     if (l == last_src_ + 1 && replaying && !replay_mask_only_) {
       for (size_t ci = 0; ci < chunks.size(); ++ci) {
@@ -615,6 +637,20 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
     const std::vector<Chunk>& chunks_l = *cur;
     const LayerWeights& lw = w_.layers[size_t(l)];
     if (lw.has_engram) engram_apply(c_, lw.engram, hash[size_t(c_.engram_index(l))].data(), X.data(), N, act_quant_, pool);
+    if (capture)
+      for (size_t t = 0; t < c_.dspark_target_layer_ids.size(); ++t) {
+        if (c_.dspark_target_layer_ids[t] != l) continue;
+        for (int64_t i = 0; i < N; ++i) {
+          const int64_t row = cur == &chunks ? i : kept_rows[size_t(i)];
+          float* out = capture + row * cw + int64_t(t) * d;
+          const float* x = X.data() + i * hc * d;
+          for (int64_t c = 0; c < d; ++c) {
+            float acc = x[c];
+            for (int64_t k = 1; k < hc; ++k) acc += x[k * d + c];
+            out[c] = acc / float(hc);
+          }
+        }
+      }
     mhc_mixes(c_, lw.hc_attn, X.data(), N, a_pre.data(), post.data(), comb.data(), mws, pool);
     mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
     kernels::rmsnorm(col.data(), lw.attn_norm.data(), nrm.data(), N, d, float(c_.rms_norm_eps));

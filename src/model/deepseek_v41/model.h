@@ -79,8 +79,11 @@ struct CacheLayout {
   // anything a later step at the kept length reads.
   int64_t window_ring = 0, history_ring = 0;
   std::vector<int64_t> open_ring;  // [layers], 0: none
+  // DSpark drafting on: each stage's window ring (window_ring slots of win_bytes), which
+  // holds the KV of the drafter's input at the sequence's positions. Empty: no drafter.
+  std::vector<int64_t> dspark_off;  // [stages] bytes into the slot
 };
-CacheLayout make_cache_layout(const io::DeepseekV41Config& c, int64_t spec = 0);
+CacheLayout make_cache_layout(const io::DeepseekV41Config& c, int64_t spec = 0, int64_t dspark_stages = 0);
 
 class DeepseekV41 {
  public:
@@ -124,12 +127,47 @@ class DeepseekV41 {
     int64_t pos0 = 0, n = 0, row0 = 0;
     int64_t replay_from = 0;
   };
+  //
+  // capture, if not null, receives [rows, capture_width()]: for each row, the mean over the
+  // hc streams of each DSpark target layer's input residual (after its Engram, before its
+  // mHC mixes), in dspark_target_layer_ids order (NaN for rows bounded replay skipped).
   void forward_batch(const std::vector<Chunk>& chunks, const int32_t* tokens, int64_t rows, float* hidden,
-                     ThreadPool* pool) const;
+                     ThreadPool* pool, float* capture = nullptr) const;
   // logits [rows, vocab] of hidden rows [rows, hidden_size].
   void logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const;
 
+  // DSpark drafting (deepseek-v4-architecture.md §9.8). has_dspark: the checkpoint carries
+  // the drafter; dspark_enabled: the state slots hold its rings (ModelConfig::dspark).
+  bool has_dspark() const { return w_.has_dspark; }
+  bool dspark_enabled() const { return !lay_.dspark_off.empty(); }
+  int64_t dspark_block() const { return c_.dspark_block_size; }
+  int64_t capture_width() const { return int64_t(c_.dspark_target_layer_ids.size()) * c_.hidden_size; }
+  struct DraftJob {
+    const SeqMem* m = nullptr;
+    // Rows of forward_batch's capture for positions seed_pos0 .. seed_pos0 + seed_n - 1:
+    // each stage's ring takes the KV of the drafter's input there (the last window of them).
+    const float* main_hidden = nullptr;  // [seed_n, capture_width()]
+    int64_t seed_n = 0, seed_pos0 = 0;
+    // Drafting: the rings hold positions up to p; token is x_{p+1}, the token the backbone
+    // produced after p. token < 0: seed only. Ring positions before lo are not attended
+    // (bounded replay left them out).
+    int64_t p = -1, lo = 0;
+    int32_t token = -1;
+    int32_t* drafts = nullptr;      // [block]: x_{p+2} .. x_{p+block+1}, greedy on the corrected logits
+    float* confidence = nullptr;    // [block]: sigmoid of the confidence head, per draft
+    float* draft_logits = nullptr;  // optional [block, vocab]: the Markov-corrected logits
+  };
+  // Seeds, then drafts, every job (jobs of distinct sequences); every per-token product
+  // runs over all jobs' rows at once, so a job's bits do not depend on the others.
+  void dspark(const std::vector<DraftJob>& jobs, ThreadPool* pool) const;
+
  private:
+  uint8_t* dspark_ring(const SeqMem& m, int64_t stage) const { return m.state + lay_.dspark_off[size_t(stage)]; }
+  // One drafter stage's attention for the block rows of every job: queries at positions
+  // p+1 .. p+block see the ring's valid positions and all block positions.
+  void dspark_attention(int64_t stage, const std::vector<DraftJob>& jobs, const int32_t* pos, const float* a,
+                        float* out, ThreadPool* pool) const;
+
   struct Shared;  // what index sources publish to the layers after them in one forward
   uint8_t* window(const SeqMem& m, int64_t l) const;  // [sliding_window, win_bytes_]
   float* open_kv(const SeqMem& m, int64_t l) const;
@@ -163,7 +201,7 @@ class DeepseekV41 {
   bool replay_mask_only_ = false;
   int64_t last_src_ = -1;  // the last KV-source layer; later layers are the decoder
   Weights w_;
-  std::vector<MoeLayer> moe_;
+  std::vector<MoeLayer> moe_, dspark_moe_;
   EngramLayout engram_;
   std::vector<int64_t> token_map_;  // token id -> compressed id (Engram)
   kernels::RopeTable rope_main_, rope_compress_;

@@ -32,7 +32,7 @@ namespace {
 ordered_json text_config(const std::string& preset) {
   ordered_json t;
   t["model_type"] = "deepseek_v41_text";
-  if (preset == "tiny") {  // deepseek-v4-architecture.md §10.2, without the DSpark layers
+  if (preset == "tiny") {  // deepseek-v4-architecture.md §10.2
     t = ordered_json::parse(R"({"model_type": "deepseek_v41_text", "vocab_size": 512, "hidden_size": 256,
       "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 128,
       "qk_rope_head_dim": 32, "q_lora_rank": 128, "o_groups": 2, "o_lora_rank": 64, "sliding_window": 8,
@@ -47,9 +47,12 @@ ordered_json text_config(const std::string& preset) {
       "hc_sinkhorn_iters": 20, "hc_eps": 1e-06, "rms_norm_eps": 1e-20, "engram_layer_ids": [1],
       "engram_max_ngram_size": 3, "engram_n_heads": 2, "engram_head_dim": 32, "engram_vocab_size": 101,
       "engram_num_embeddings": [420], "engram_pad_id": 2, "engram_compressed_vocab_size": 512,
-      "num_nextn_predict_layers": 0, "hidden_act": "silu", "bos_token_id": 0, "eos_token_id": 1})");
+      "num_nextn_predict_layers": 2, "dspark_block_size": 3, "dspark_noise_token_id": 511,
+      "dspark_target_layer_ids": [3, 4, 5], "dspark_markov_rank": 32, "dspark_n_routed_experts": 4,
+      "dspark_num_experts_per_tok": 2, "hidden_act": "silu", "bos_token_id": 0, "eos_token_id": 1})");
   } else if (preset == "small") {
-    // ~1.3 B parameters, 1.2 B of them in 64 MXFP4 experts per layer: the released
+    // ~1.3 B parameters, 1.2 B of them in 64 MXFP4 experts per layer (and a 3-stage DSpark
+    // drafter of 16 experts): the released
     // model's mechanisms (ratio-2 encoder and ratio-1 decoder sources, Reuse and Reindex
     // layers, candidate blocks, Engram) at a size a workstation runs for benchmarks.
     t = ordered_json::parse(R"({"model_type": "deepseek_v41_text", "vocab_size": 32768, "hidden_size": 1024,
@@ -67,7 +70,9 @@ ordered_json text_config(const std::string& preset) {
       "hc_sinkhorn_iters": 20, "hc_eps": 1e-06, "rms_norm_eps": 1e-20, "engram_layer_ids": [1],
       "engram_max_ngram_size": 3, "engram_n_heads": 4, "engram_head_dim": 64, "engram_vocab_size": 50000,
       "engram_num_embeddings": [0], "engram_pad_id": 2, "engram_compressed_vocab_size": 32768,
-      "num_nextn_predict_layers": 0, "hidden_act": "silu", "bos_token_id": 0, "eos_token_id": 1})");
+      "num_nextn_predict_layers": 3, "dspark_block_size": 5, "dspark_noise_token_id": 32767,
+      "dspark_target_layer_ids": [9, 10, 11], "dspark_markov_rank": 64, "dspark_n_routed_experts": 16,
+      "dspark_num_experts_per_tok": 3, "hidden_act": "silu", "bos_token_id": 0, "eos_token_id": 1})");
   } else {
     fail("unknown DeepSeek-V4.1 preset '", preset, "' (tiny, small)");
   }

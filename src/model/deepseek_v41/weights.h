@@ -47,23 +47,39 @@ struct LayerWeights {
   EngramWeights engram;
 };
 
+// The DSpark drafter (deepseek-v4-architecture.md §9.8): num_nextn_predict_layers
+// window-only stages (`mtp.{k}`, dspark_n_routed_experts experts each), the projection of
+// the captured target-layer residuals on stage 0, and the last stage's norm, Markov head
+// and confidence head.
+struct DsparkWeights {
+  std::vector<LayerWeights> stages;
+  kernels::PackedWeight main_proj;            // [hidden, targets * hidden] FP8
+  std::vector<float> main_norm;               // [hidden]
+  std::vector<float> norm;                    // [hidden]
+  kernels::PackedWeight markov_w1, markov_w2;  // [vocab, markov_rank] each
+  std::vector<float> confidence;              // [hidden + markov_rank]
+};
+
 struct Weights {
   kernels::PackedWeight embed;  // [vocab, hidden] bf16
   kernels::PackedWeight head;   // [vocab, hidden]
   std::vector<float> norm;      // [hidden]
   std::vector<LayerWeights> layers;
-  int64_t mtp_tensors = 0;      // DSpark tensors present (kept for speculative decoding)
+  int64_t mtp_tensors = 0;      // DSpark tensors present
+  bool has_dspark = false;      // every DSpark tensor the config implies was loaded
+  DsparkWeights dspark;
 };
 
-// Every backbone tensor the config implies, with its dtype and shape as the released
-// checkpoint stores it (DSpark `mtp.*` tensors are not included).
+// Every tensor the config implies, with its dtype and shape as the released checkpoint
+// stores it: the backbone, then the DSpark drafter's (`dspark`) when
+// num_nextn_predict_layers > 0.
 struct TensorPlan {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
   int64_t params = 0;  // weights' elements (two per byte of packed FP4); 0 for scales
   uint64_t bytes = 0;
-  bool routed_expert = false, engram_table = false;
+  bool routed_expert = false, engram_table = false, dspark = false;
 };
 std::vector<TensorPlan> tensor_plan(const io::DeepseekV41Config& cfg);
 
@@ -71,7 +87,9 @@ std::vector<TensorPlan> tensor_plan(const io::DeepseekV41Config& cfg);
 std::vector<float> load_f32(const io::Checkpoint& ckpt, const std::string& name, const std::vector<int64_t>& shape);
 
 // Loads and checks every tensor: names (every missing or unexpected tensor is reported
-// in one error), dtypes, shapes and scale shapes.
+// in one error), dtypes, shapes and scale shapes. The DSpark tensors are optional as a
+// whole (checkpoints converted without them still serve without speculation); when some
+// are present, all must be.
 Weights load_weights(const io::DeepseekV41Config& cfg, const io::Checkpoint& ckpt);
 
 }  // namespace gannet::model::deepseek_v41
@@ -81,6 +99,7 @@ namespace gannet::model::deepseek_v41 {
 // What the config alone says about the model's size (gannet info, capacity planning).
 struct SizeSummary {
   int64_t params = 0;                          // backbone (DSpark tensors not included)
+  int64_t dspark_params = 0;                   // the drafter's
   uint64_t weight_bytes = 0;                   // scales included
   std::map<std::string, uint64_t> bytes_by_dtype;
   // One decode token: everything but the routed experts and Engram tables, plus
