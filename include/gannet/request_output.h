@@ -43,6 +43,12 @@ struct RequestMetrics {
   // drafts proposed and accepted there.
   int64_t spec_steps = 0, spec_drafted = 0, spec_accepted = 0;
   std::vector<int64_t> spec_drafted_at, spec_accepted_at;
+  // A drafter with confidences (DSpark): every draft verification reached (the drafts
+  // before it accepted), by confidence decile: how many, their confidence sum and how many
+  // were accepted. Empty otherwise. The calibration error is
+  // sum over deciles |conf_sum - accepted| / total.
+  std::vector<int64_t> spec_calib_n, spec_calib_accepted;
+  std::vector<double> spec_calib_conf;
 };
 
 struct RequestOutput {

@@ -68,6 +68,7 @@ EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t ma
   a.quantize = o.quantize;
   a.speculative = o.speculative;
   a.num_speculative_tokens = o.num_speculative_tokens;
+  a.speculative_verify = o.speculative_verify;
   a.ngram_min = o.ngram_min;
   a.ngram_max = o.ngram_max;
   if (a.kv_cache_memory == 0) {
@@ -115,6 +116,7 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
                  {"exposed_host_ms", "host ms", 3}};
   const bool spec = o.speculative != "off";
   rep.meta["speculative"] = o.speculative;
+  if (spec) rep.meta["speculative_verify"] = o.speculative_verify;
   rep.meta["prompts"] = o.prompts;
   if (spec) {
     // Steps now yield 1 + accepted drafts per sequence: rates count the tokens generated
@@ -122,6 +124,8 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
     // pass with its sampling, and the host work the executor waited for.
     rep.meta["num_speculative_tokens"] = eng.args().speculative_tokens();
     rep.columns.push_back({"mean_acceptance_length", "accept len", 2});
+    rep.columns.push_back({"drafts_per_step", "drafts/step", 2});
+    if (o.speculative == "dspark") rep.columns.push_back({"calibration_error", "calib err", 3});
     rep.columns.push_back({"draft_ms", "draft ms", 3});
     rep.columns.push_back({"verify_ms", "verify ms", 2});
   }
@@ -157,12 +161,22 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
         if (!out.outputs.empty() && !out.outputs[0].token_ids.empty()) started[out.request_id] = true;
     std::vector<double> step_s, exec_s;
     const double draft0 = eng.draft_seconds();
-    int64_t spec_steps = 0, spec_accepted = 0;
+    int64_t spec_steps = 0, spec_accepted = 0, spec_drafted = 0;
+    std::vector<double> calib_conf(10, 0.0);
+    std::vector<int64_t> calib_n(10, 0), calib_acc(10, 0);
     while (eng.has_unfinished()) {
       auto t0 = std::chrono::steady_clock::now();
       const double e0 = eng.executor_seconds();
       for (const RequestOutput& out : eng.step())
-        if (out.finished) spec_steps += out.metrics.spec_steps, spec_accepted += out.metrics.spec_accepted;
+        if (out.finished) {
+          const RequestMetrics& m = out.metrics;
+          spec_steps += m.spec_steps, spec_accepted += m.spec_accepted, spec_drafted += m.spec_drafted;
+          for (size_t k = 0; k < m.spec_calib_n.size() && k < 10; ++k) {
+            calib_n[k] += m.spec_calib_n[k];
+            calib_conf[k] += m.spec_calib_conf[k];
+            calib_acc[k] += m.spec_calib_accepted[k];
+          }
+        }
       step_s.push_back(seconds(t0, std::chrono::steady_clock::now()));
       exec_s.push_back(eng.executor_seconds() - e0);
       bar.update(uint64_t(++done_steps), uint64_t(total_steps), "batch " + std::to_string(b));
@@ -196,6 +210,15 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
       row["mean_acceptance_length"] = spec_steps ? double(spec_steps + spec_accepted) / double(spec_steps) : 1.0;
       row["spec_steps"] = spec_steps;
       row["spec_accepted"] = spec_accepted;
+      row["drafts_per_step"] = spec_steps ? double(spec_drafted) / double(spec_steps) : 0.0;
+      if (o.speculative == "dspark") {
+        // Expected calibration error over confidence deciles: sum |conf - accepted| / reached drafts.
+        int64_t reached = 0;
+        double gap = 0;
+        for (size_t k = 0; k < 10; ++k) reached += calib_n[k], gap += std::fabs(calib_conf[k] - double(calib_acc[k]));
+        row["calibration_error"] = reached ? gap / double(reached) : 0.0;
+        row["drafts_reached"] = reached;
+      }
       row["draft_ms"] = draft / n * 1e3;
       row["verify_ms"] = (exec - draft) / n * 1e3;
       rep.rows.push_back(row);

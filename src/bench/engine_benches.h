@@ -21,8 +21,8 @@ struct EngineBenchOptions {
   bool quiet_progress = false;
   bool async_scheduling = true;  // EngineArgs::async_scheduling
   std::string quantize;          // EngineArgs::quantize
-  // EngineArgs::speculative, num_speculative_tokens, ngram_min / ngram_max.
-  std::string speculative = "off";
+  // EngineArgs::speculative, num_speculative_tokens, speculative_verify, ngram_min / ngram_max.
+  std::string speculative = "off", speculative_verify = "fixed";
   int64_t num_speculative_tokens = 0;
   int ngram_min = 1, ngram_max = 4;
 };

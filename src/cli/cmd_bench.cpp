@@ -35,7 +35,8 @@ const char* kUsage =
     "  --csv FILE             write the rows as CSV\n"
     "  --kv-cache-memory SIZE KV budget (default: what the bench needs)\n"
     "  --remeasure            measure the roofline again instead of using the cache\n"
-    "  --speculative off|ngram  speculative decoding (with --num-speculative-tokens K, --ngram-min/max N);\n"
+    "  --speculative off|ngram|dspark  speculative decoding (with --num-speculative-tokens K, --ngram-min/max N,\n"
+    "                         --speculative-verify fixed|varlen);\n"
     "                         decode then reports mean acceptance length and draft / verify time per step\n"
     "  --prompts random|repeat  decode: random ids, or a 16-token segment repeated (default random)\n"
     "\n"
@@ -117,6 +118,7 @@ int cmd_bench(const Args& args) {
       ea.validate();
       o.speculative = ea.speculative;
       o.num_speculative_tokens = ea.num_speculative_tokens;
+      o.speculative_verify = ea.speculative_verify;
       o.ngram_min = ea.ngram_min;
       o.ngram_max = ea.ngram_max;
     } catch (const UsageError&) {

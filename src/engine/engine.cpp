@@ -11,7 +11,9 @@
 #include <random>
 #include <thread>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
+#include "engine/step_profile.h"
 #include "core/progress_bar.h"
 #include "io/model_config.h"
 
@@ -144,6 +146,17 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   executor_ = std::make_unique<Executor>(*model_, *cache_, pool_.get(), args_.max_num_batched_tokens,
                                          sc.max_logit_rows, args_.max_num_seqs, eos_ids_, replay_keep_,
                                          sampling::NgramConfig{args_.ngram_min, args_.ngram_max});
+  if (args_.speculative_verify == "varlen") {
+    // The step-time profile the depth choice needs (measured once per model, threads and
+    // kernel path, then cached), over the tokens a step of full-depth rows may hold.
+    const int64_t max_b = std::min<int64_t>({args_.max_num_batched_tokens,
+                                             args_.max_num_seqs * (1 + sc.num_speculative_tokens), 160});
+    const std::string key = std::filesystem::absolute(args_.model).string() + "|" +
+                            std::to_string(model_->weight_bytes()) + "|" + std::to_string(threads) + "|" +
+                            std::string(kernel_path_name());
+    if (!args_.quiet) std::fprintf(stderr, "gannet: step-time profile for --speculative-verify varlen\n");
+    executor_->set_step_profile(step_profile(key, *model_, *cache_, pool_.get(), max_b));
+  }
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_.get());
   if (args_.async_scheduling) exec_thread_ = std::make_unique<ExecutorThread>(*executor_);
   if (!args_.quiet) {

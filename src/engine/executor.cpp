@@ -6,6 +6,7 @@
 #include <span>
 
 #include "core/error.h"
+#include "engine/verify_schedule.h"
 
 namespace gannet::engine {
 
@@ -78,6 +79,7 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
   count_.resize(n_rows);
   tok0_.assign(n_rows, 0);
   seq_of_.assign(n_rows, -1);
+  choose_depths(plan);
   int64_t n = 0, rows = 0, n_seqs = 0;  // n_seqs: rows with positions to compute
   for (size_t i = 0; i < n_rows; ++i) {
     const PlanRow& s = plan.rows[i];
@@ -115,7 +117,8 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
         // preemption or a fork until the row's first step has run).
         draft_.clear();
         if (row.draft_base == int64_t(row.tokens.size()))
-          draft_.assign(row.drafts.begin(), row.drafts.begin() + std::min<int64_t>(k, draft_block_));
+          draft_.assign(row.drafts.begin(),
+                        row.drafts.begin() + std::min<int64_t>({k, draft_block_, int64_t(depth_[i])}));
       } else {
         const auto d0 = std::chrono::steady_clock::now();
         sampling::ngram_draft(row.tokens, int(k), ngram_, &draft_);
@@ -176,6 +179,9 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     r.first_prompt_pos = s.start + 1;  // logits row j predicts position start + j + 1
     r.spec_k = s.spec_k;
     r.spec_drafted = s.spec_k >= 0 ? int(std::max<int64_t>(0, count_[i] - 1)) : 0;
+    r.spec_has_conf = draft_block_ > 0 && r.spec_drafted > 0;
+    for (int j = 0; r.spec_has_conf && j < std::min<int>(r.spec_drafted, 16); ++j)
+      r.spec_conf[size_t(j)] = row.confidence[size_t(j)];
     r.prompt_lp_offset = n_prompt;
     r.prompt_lp_len = s.prompt_logprobs ? std::max<int64_t>(0, std::min(s.count, row.prompt_len - 1 - s.start)) : 0;
     n_prompt += r.prompt_lp_len;
@@ -273,6 +279,41 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     row.tokens.push_back(result.samples[size_t(r.sample_offset)].token);
   }
   if (draft_block_ > 0 && n > 0) run_drafter(plan, b, result);
+}
+
+void Executor::choose_depths(const StepPlan& plan) {
+  const size_t n_rows = plan.rows.size();
+  depth_.assign(n_rows, 1 << 20);
+  if (step_seconds_.empty() || draft_block_ == 0) return;
+  // Rows verifying drafts compete for the step's tokens; every other row's tokens are fixed.
+  vconf_.clear();
+  vrow_.clear();
+  int64_t other = 0;
+  for (size_t i = 0; i < n_rows; ++i) {
+    const PlanRow& s = plan.rows[i];
+    const auto it = rows_.find(s.seq_id);
+    if (it == rows_.end()) continue;
+    const Row& row = it->second;
+    const int64_t len = int64_t(row.tokens.size());
+    if (s.spec_k < 0 || row.draft_base != len || len >= row.reserve) {
+      other += s.spec_k >= 0 ? (len >= row.reserve ? 0 : 1) : s.count;
+      continue;
+    }
+    const int64_t kmax = std::min<int64_t>({std::clamp<int64_t>(row.reserve - len - 1, 0, s.spec_k), draft_block_});
+    vconf_.emplace_back(row.confidence.begin(), row.confidence.begin() + kmax);
+    vrow_.push_back(i);
+  }
+  if (vrow_.empty()) return;
+  int64_t total = int64_t(vrow_.size());
+  for (const auto& c : vconf_) total += int64_t(c.size());
+  vsec_.clear();
+  for (int64_t b = 1; b <= total && other + b <= int64_t(step_seconds_.size()); ++b)
+    vsec_.push_back(step_seconds_[size_t(other + b - 1)]);
+  if (vsec_.size() < vrow_.size()) return;  // past the profile: verify everything
+  for (auto& c : vconf_)
+    for (double& x : c) x = std::clamp(x, 0.0, 1.0);
+  const std::vector<int> d = choose_verify_depths(vconf_, vsec_);
+  for (size_t j = 0; j < vrow_.size(); ++j) depth_[vrow_[j]] = d[j];
 }
 
 void Executor::run_drafter(const StepPlan& plan, const model::Batch& b, StepResult& result) {

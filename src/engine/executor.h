@@ -31,6 +31,11 @@ class Executor {
 
   size_t num_rows() const { return rows_.size(); }
 
+  // Confidence-scheduled verification (--speculative-verify varlen, DSpark drafts):
+  // seconds[b - 1] a step of b tokens takes (step_profile.h); each step then verifies, per
+  // row, the depth choose_verify_depths picks. Empty: every draft is verified.
+  void set_step_profile(std::vector<double> seconds) { step_seconds_ = std::move(seconds); }
+
  private:
   struct Row {
     uint64_t epoch = 0;
@@ -69,6 +74,12 @@ class Executor {
   std::vector<int64_t> tok0_, seq_of_;                      // first batch row, Batch::seqs index per plan row
   int64_t draft_block_ = 0;                                 // the model's drafter (0: n-gram drafting)
   std::vector<model::DraftJob> draft_jobs_;
+  std::vector<double> step_seconds_;                        // varlen's profile (empty: fixed)
+  std::vector<int> depth_;                                  // per plan row: drafts to verify
+  std::vector<std::vector<double>> vconf_;                  // scratch of the depth choice
+  std::vector<double> vsec_;
+  std::vector<size_t> vrow_;
+  void choose_depths(const StepPlan& plan);
   sampling::NgramConfig ngram_;
   std::vector<int32_t> draft_;                              // scratch
   std::vector<float> logits_;                               // [max_logit_rows, vocab]

@@ -340,6 +340,20 @@ const std::vector<Sequence*>& Scheduler::update(const StepResult& result) {
       }
       for (int i = 0; i < r.spec_drafted; ++i) ++m.spec_drafted_at[size_t(i)];
       for (int64_t i = 0; i < accepted; ++i) ++m.spec_accepted_at[size_t(i)];
+      if (r.spec_has_conf) {
+        if (m.spec_calib_n.empty()) {
+          m.spec_calib_n.assign(10, 0);
+          m.spec_calib_accepted.assign(10, 0);
+          m.spec_calib_conf.assign(10, 0.0);
+        }
+        for (int64_t i = 0; i < std::min<int64_t>(r.spec_drafted, accepted + 1); ++i) {
+          const float c = r.spec_conf[size_t(i)];
+          const size_t bin = size_t(std::clamp(int(c * 10.0f), 0, 9));
+          ++m.spec_calib_n[bin];
+          m.spec_calib_conf[bin] += c;
+          m.spec_calib_accepted[bin] += i < accepted;
+        }
+      }
       blocks_.truncate(seq->table, seq->num_computed + accepted + seq->spec_inflight);
       seq->held.clear();
       seq->held_next = 0;

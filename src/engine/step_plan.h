@@ -4,6 +4,7 @@
 // buffers are reused step after step (clear() keeps capacity): no allocation per step.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -91,6 +92,8 @@ struct RowResult {
                                       // token sampled after them (1 + accepted)
   int spec_k = -1;                    // as planned (-1: not speculative)
   int spec_drafted = 0;               // drafts the executor proposed (<= spec_k)
+  bool spec_has_conf = false;         // the drafter's confidences of those drafts:
+  std::array<float, 16> spec_conf{};  //   spec_conf[0 .. spec_drafted)
   int64_t first_prompt_pos = 0;       // prompt logprobs: entry i is for this position + i
   int64_t prompt_lp_offset = 0;       // result.prompt_lps[prompt_lp_offset, + prompt_lp_len)
   int64_t prompt_lp_len = 0;

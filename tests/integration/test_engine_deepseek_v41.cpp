@@ -10,6 +10,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <map>
 #include <random>
 
@@ -385,6 +387,71 @@ TEST(EngineDeepseekV41, SpeculativeDsparkEqualsPlain) {
   EngineArgs bad = spec_args(false);
   bad.num_speculative_tokens = 4;
   EXPECT_THROW({ engine::Engine e(bad); }, gannet::Error);
+}
+
+}  // namespace
+
+namespace {
+
+// --speculative-verify varlen: the depth of each row follows the step-time profile. Given
+// a cached profile where a wider step costs nothing, every draft is verified (as fixed);
+// where each token costs as much as a whole step, none is (a draft is accepted with
+// probability below 1, so it can never pay for itself). Outputs equal plain decoding.
+TEST(EngineDeepseekV41, VarlenFollowsTheStepProfile) {
+  const std::string cache = (std::filesystem::path(::testing::TempDir()) / "gannet_step_profile.json").string();
+  std::filesystem::remove(cache);
+  ASSERT_EQ(0, setenv("GANNET_STEP_PROFILE_CACHE", cache.c_str(), 1));
+  const auto cases = spec_cases();
+  const std::vector<int> subset = {0, 1, 4, 8};
+  std::map<int, Result> ref;
+  {
+    engine::Engine e(base_args(false));
+    ref = run_batch(e, cases, subset);
+  }
+  auto run = [&](const std::string& verify, int64_t* drafted) {
+    EngineArgs a = base_args(true);
+    a.speculative = "dspark";
+    a.num_speculative_tokens = 3;
+    a.speculative_verify = verify;
+    engine::Engine e(a);
+    for (int i : subset) e.add_request("r" + std::to_string(i), cases[size_t(i)].prompt, cases[size_t(i)].params);
+    std::map<int, Result> got;
+    *drafted = 0;
+    while (e.has_unfinished())
+      for (RequestOutput& o : e.step())
+        if (o.finished) {
+          *drafted += o.metrics.spec_drafted;
+          Result r;
+          r.ids.push_back(o.outputs[0].token_ids);
+          std::vector<float> lp;
+          for (const auto& p : o.outputs[0].logprobs) {
+            lp.push_back(p.logprob);
+            for (const auto& t : p.top) lp.push_back(t.logprob), lp.push_back(float(t.id));
+          }
+          r.lps.push_back(lp);
+          got[std::stoi(o.request_id.substr(1))] = r;
+        }
+    return got;
+  };
+  int64_t fixed = 0, measured = 0, flat = 0, steep = 0;
+  expect_same(ref, run("fixed", &fixed), "fixed");
+  expect_same(ref, run("varlen", &measured), "varlen, measured profile");
+  ASSERT_TRUE(std::filesystem::exists(cache)) << "the measured profile is cached";
+  auto rewrite = [&](auto f) {
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(cache));
+    ASSERT_EQ(j.size(), 1u);
+    auto& v = j.begin().value();
+    for (size_t b = 0; b < v.size(); ++b) v[b] = f(double(b + 1));
+    std::ofstream(cache) << j.dump();
+  };
+  rewrite([](double) { return 0.01; });
+  expect_same(ref, run("varlen", &flat), "varlen, flat profile");
+  rewrite([](double b) { return 0.01 * b; });
+  expect_same(ref, run("varlen", &steep), "varlen, steep profile");
+  EXPECT_GT(fixed, 0);
+  EXPECT_EQ(flat, fixed);
+  EXPECT_EQ(steep, 0);
+  unsetenv("GANNET_STEP_PROFILE_CACHE");
 }
 
 }  // namespace
