@@ -54,6 +54,13 @@ struct EngineArgs {
   // "fixed" (verify every draft) or "varlen" (DSpark: choose per request from the drafter's
   // confidences). --speculative-verify, GANNET_SPECULATIVE_VERIFY.
   std::string speculative_verify = "fixed";
+  // How sampled requests (temperature > 0) verify DSpark drafts: "exact" (drafts are the
+  // drafter's argmax; each token is the one plain decoding samples, so outputs are
+  // bit-identical to --speculative off) or "rejection" (drafts drawn from the drafter's
+  // distribution and rejection-sampled against the target's: the same output
+  // distribution, more drafts accepted, other tokens). Greedy requests always verify
+  // exactly. --speculative-sampling, GANNET_SPECULATIVE_SAMPLING.
+  std::string speculative_sampling = "exact";
   // N-gram drafting: suffix lengths looked up, longest first. --ngram-min, --ngram-max,
   // GANNET_NGRAM_MIN, GANNET_NGRAM_MAX.
   int ngram_min = 1;

@@ -69,6 +69,7 @@ EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t ma
   a.speculative = o.speculative;
   a.num_speculative_tokens = o.num_speculative_tokens;
   a.speculative_verify = o.speculative_verify;
+  a.speculative_sampling = o.speculative_sampling;
   a.ngram_min = o.ngram_min;
   a.ngram_max = o.ngram_max;
   if (a.kv_cache_memory == 0) {
@@ -141,17 +142,32 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
   engine::FlopsEstimator est(eng.model().config(), elem);
   est.set_streamed_weight_bytes(double(eng.model().weight_bytes() - eng.model().output_weight_bytes()),
                                 double(eng.model().output_weight_bytes()));
+  if (o.force_accept && !spec) fail("--force-accept needs --speculative ngram or dspark");
+  if (o.force_accept) rep.meta["force_accept"] = true;
   for (int64_t b : o.batch_sizes) {
     SamplingParams p;
     p.temperature = 0;
     p.ignore_eos = true;
     p.max_tokens = o.output_len;
-    for (int64_t i = 0; i < b; ++i) {
-      std::vector<int32_t> ids = synthetic_prompt(o.input_len, i, eng.model().config().vocab_size);
-      if (o.prompts == "repeat")
-        for (size_t j = 16; j < ids.size(); ++j) ids[j] = ids[j % 16];
-      eng.add_request("d" + std::to_string(i), ids, p);
+    auto add_all = [&] {
+      for (int64_t i = 0; i < b; ++i) {
+        std::vector<int32_t> ids = synthetic_prompt(o.input_len, i, eng.model().config().vocab_size);
+        if (o.prompts == "repeat")
+          for (size_t j = 16; j < ids.size(); ++j) ids[j] = ids[j % 16];
+        eng.add_request("d" + std::to_string(i), ids, p);
+      }
+    };
+    if (o.force_accept) {
+      // The greedy continuations, then the measured pass drafts exactly them.
+      eng.set_forced_drafts({});
+      add_all();
+      std::map<std::vector<int32_t>, std::vector<int32_t>> forced;
+      while (eng.has_unfinished())
+        for (const RequestOutput& out : eng.step())
+          if (out.finished) forced[out.prompt_token_ids] = out.outputs[0].token_ids;
+      eng.set_forced_drafts(std::move(forced));
     }
+    add_all();
     // Prefill until every sequence has its first token; then each step is a pure decode
     // of b sequences until they all finish together.
     const double bw_before = bandwidth();

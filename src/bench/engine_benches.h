@@ -22,7 +22,10 @@ struct EngineBenchOptions {
   bool async_scheduling = true;  // EngineArgs::async_scheduling
   std::string quantize;          // EngineArgs::quantize
   // EngineArgs::speculative, num_speculative_tokens, speculative_verify, ngram_min / ngram_max.
-  std::string speculative = "off", speculative_verify = "fixed";
+  std::string speculative = "off", speculative_verify = "fixed", speculative_sampling = "exact";
+  // decode: draft each request's greedy continuation (from a first, unmeasured pass), so
+  // every draft is accepted: the speculation machinery's ceiling.
+  bool force_accept = false;
   int64_t num_speculative_tokens = 0;
   int ngram_min = 1, ngram_max = 4;
 };

@@ -39,6 +39,8 @@ const char* kUsage =
     "                         --speculative-verify fixed|varlen);\n"
     "                         decode then reports mean acceptance length and draft / verify time per step\n"
     "  --prompts random|repeat  decode: random ids, or a 16-token segment repeated (default random)\n"
+    "  --force-accept         decode with speculation: draft each request's greedy continuation (from a\n"
+    "                         first, unmeasured pass), so every draft is accepted: the machinery's ceiling\n"
     "\n"
     "Every result is printed next to the machine's measured limits: GB/s against read\n"
     "bandwidth for decode, GFLOP/s against the bf16 (or f32) arithmetic peak for prefill.\n";
@@ -77,8 +79,10 @@ int cmd_bench(const Args& args) {
   Flags f(rest,
           {"model", "threads", "json", "csv", "batch-sizes", "input-len", "output-len", "lengths", "repeats",
            "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max",
-           "speculative", "num-speculative-tokens", "speculative-verify", "ngram-min", "ngram-max", "prompts"},
-          {"remeasure", "help"});
+           "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
+           "ngram-max", "prompts"},
+          {"remeasure", "help", "force-accept"});
+  if (f.has("force-accept") && which != "decode") throw UsageError("--force-accept applies to bench decode only");
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -119,6 +123,7 @@ int cmd_bench(const Args& args) {
       o.speculative = ea.speculative;
       o.num_speculative_tokens = ea.num_speculative_tokens;
       o.speculative_verify = ea.speculative_verify;
+      o.speculative_sampling = ea.speculative_sampling;
       o.ngram_min = ea.ngram_min;
       o.ngram_max = ea.ngram_max;
     } catch (const UsageError&) {
@@ -156,6 +161,7 @@ int cmd_bench(const Args& args) {
     o.input_len = f.get_int("input-len", o.input_len);
     o.output_len = f.get_int("output-len", o.output_len);
     if (auto v = f.get("prompts")) o.prompts = *v;
+    o.force_accept = f.has("force-accept");
     emit(bench::run_decode_bench(o, roofline()), f);
     return 0;
   }

@@ -47,6 +47,8 @@ const char* kUsage =
     "  --speculative off|ngram|dspark  speculative decoding (default off); outputs stay bit-identical\n"
     "  --num-speculative-tokens K   drafts verified per step (default 4)\n"
     "  --speculative-verify fixed|varlen  verify every draft, or choose by DSpark confidences (default fixed)\n"
+    "  --speculative-sampling exact|rejection  DSpark with temperature > 0: argmax drafts and outputs identical\n"
+    "                               to plain decoding (default), or sampled drafts with rejection sampling\n"
     "  --ngram-min N, --ngram-max N n-gram drafting: suffix lengths looked up, longest first (default 1, 4)\n"
     "output:\n"
     "  --json             one JSON line per prompt: prompt, text, token_ids, finish_reason, ...\n"
@@ -66,7 +68,8 @@ int cmd_generate(const Args& args) {
            "stop",
            "logprobs", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
            "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype",
-           "speculative", "num-speculative-tokens", "speculative-verify", "ngram-min", "ngram-max"},
+           "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
+           "ngram-max"},
           {"json", "help", "no-yoco-replay", "no-kv-fake-quant"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);

@@ -90,6 +90,7 @@ void apply_speculative_flags(const Flags& f, EngineArgs& ea) {
   if (auto v = f.get("speculative")) ea.speculative = *v;
   ea.num_speculative_tokens = f.get_int_in("num-speculative-tokens", ea.num_speculative_tokens, 1, 16);
   if (auto v = f.get("speculative-verify")) ea.speculative_verify = *v;
+  if (auto v = f.get("speculative-sampling")) ea.speculative_sampling = *v;
   ea.ngram_min = int(f.get_int_in("ngram-min", ea.ngram_min, 1, 64));
   ea.ngram_max = int(f.get_int_in("ngram-max", ea.ngram_max, 1, 64));
 }

@@ -39,9 +39,9 @@ class Flags {
 };
 
 // The speculative-decoding flags every engine command takes (engine_args.h): speculative,
-// num-speculative-tokens, speculative-verify, ngram-min, ngram-max.
+// num-speculative-tokens, speculative-verify, speculative-sampling, ngram-min, ngram-max.
 inline const std::set<std::string> kSpeculativeFlags = {"speculative", "num-speculative-tokens", "speculative-verify",
-                                                        "ngram-min", "ngram-max"};
+                                                        "speculative-sampling", "ngram-min", "ngram-max"};
 void apply_speculative_flags(const Flags& f, EngineArgs& ea);
 
 // Strict number parsing; throws UsageError naming the flag.

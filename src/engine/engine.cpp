@@ -137,6 +137,17 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   // Verified drafts need logit rows of their own (as many as 256 more; fewer drafts when
   // a step runs out of them).
   sc.max_logit_rows += std::min<int64_t>(args_.max_num_seqs * sc.num_speculative_tokens, 256);
+  sc.recompute_to_decode = args_.speculative == "dspark";
+  sc.full_depth = args_.speculative_sampling == "rejection";
+  if (sc.full_depth) {
+    // Every decode verifies all its drafts: logit rows for all of them, and a step of
+    // tokens that holds at least one full row.
+    sc.max_logit_rows = args_.max_num_seqs * (1 + sc.num_speculative_tokens) + sc.prompt_logprob_chunk;
+    if (args_.max_num_batched_tokens < 1 + sc.num_speculative_tokens)
+      fail("--speculative-sampling rejection verifies all ", sc.num_speculative_tokens,
+           " drafts of a row in one step: --max-num-batched-tokens (", args_.max_num_batched_tokens,
+           ") must be at least ", 1 + sc.num_speculative_tokens);
+  }
   scheduler_ = std::make_unique<Scheduler>(sc, *blocks_);
   // Bounded replay exists for models with decoder layers after their last KV source.
   if (!cfg.deepseek_v41 && (args_.yoco_keep_tokens != -1 || args_.yoco_replay != -1))
@@ -145,7 +156,8 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   replay_keep_ = cfg.deepseek_v41 && args_.yoco_replay != 0 ? (args_.yoco_keep_tokens > 0 ? args_.yoco_keep_tokens : 140) : 0;
   executor_ = std::make_unique<Executor>(*model_, *cache_, pool_.get(), args_.max_num_batched_tokens,
                                          sc.max_logit_rows, args_.max_num_seqs, eos_ids_, replay_keep_,
-                                         sampling::NgramConfig{args_.ngram_min, args_.ngram_max});
+                                         sampling::NgramConfig{args_.ngram_min, args_.ngram_max},
+                                         args_.speculative_sampling == "rejection");
   if (args_.speculative_verify == "varlen") {
     // The step-time profile the depth choice needs (measured once per model, threads and
     // kernel path, then cached), over the tokens a step of full-depth rows may hold.
@@ -168,6 +180,11 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
                  format_bytes(cache_->bytes()).c_str(), (long long)num_blocks, args_.block_size, (long long)tokens,
                  double(tokens) / double(max_model_len_), (long long)max_model_len_);
   }
+}
+
+void Engine::set_forced_drafts(std::map<std::vector<int32_t>, std::vector<int32_t>> by_prompt) {
+  GANNET_CHECK(!has_unfinished(), "forced drafts are set between runs");
+  executor_->set_forced_drafts(std::move(by_prompt));
 }
 
 Engine::~Engine() {

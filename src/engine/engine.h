@@ -71,6 +71,10 @@ class Engine {
   // the executor waited for (exposed scheduling overhead).
   double executor_seconds() const { return executor_seconds_; }
   double draft_seconds() const { return draft_seconds_; }  // of executor_seconds(): drafting
+  // Benchmarks (bench decode --force-accept): requests whose prompt is a key here draft the
+  // mapped continuation instead of what the drafter proposes (which still runs), with
+  // confidence 1; verification is unchanged. Only while no request is unfinished.
+  void set_forced_drafts(std::map<std::vector<int32_t>, std::vector<int32_t>> by_prompt);
   bool async_scheduling() const { return exec_thread_ != nullptr; }
   // Executor rows currently held (tests: none left once everything has finished).
   size_t num_executor_rows() const { return executor_->num_rows(); }

@@ -70,6 +70,7 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_SPECULATIVE")) speculative = v;
   if (auto v = env("GANNET_NUM_SPECULATIVE_TOKENS")) num_speculative_tokens = to_int("GANNET_NUM_SPECULATIVE_TOKENS", v);
   if (auto v = env("GANNET_SPECULATIVE_VERIFY")) speculative_verify = v;
+  if (auto v = env("GANNET_SPECULATIVE_SAMPLING")) speculative_sampling = v;
   if (auto v = env("GANNET_NGRAM_MIN")) ngram_min = int(to_int("GANNET_NGRAM_MIN", v));
   if (auto v = env("GANNET_NGRAM_MAX")) ngram_max = int(to_int("GANNET_NGRAM_MAX", v));
 }
@@ -95,6 +96,14 @@ void EngineArgs::validate() const {
     fail("--num-speculative-tokens ", num_speculative_tokens, " needs --speculative ngram or dspark");
   if (speculative_verify != "fixed" && speculative_verify != "varlen")
     fail("--speculative-verify must be fixed or varlen, got '", speculative_verify, "'");
+  if (speculative_sampling != "exact" && speculative_sampling != "rejection")
+    fail("--speculative-sampling must be exact or rejection, got '", speculative_sampling, "'");
+  if (speculative_sampling == "rejection" && speculative != "dspark")
+    fail("--speculative-sampling rejection samples drafts from the drafter's distribution; it needs --speculative "
+         "dspark (n-gram drafts have none: their exact verification is already rejection sampling of a point mass)");
+  if (speculative_sampling == "rejection" && speculative_verify == "varlen")
+    fail("--speculative-sampling rejection with --speculative-verify varlen: rejection-sampled tokens depend on "
+         "how many drafts are verified, which varlen chooses from step timings; use fixed (or exact sampling)");
   if (speculative_verify == "varlen" && speculative != "dspark")
     fail("--speculative-verify varlen schedules by DSpark's confidences; it needs --speculative dspark (got ",
          speculative, ")");
@@ -116,7 +125,7 @@ std::string EngineArgs::describe() const {
   if (kv_cache_dtype != "auto") os << " kv_cache_dtype=" << kv_cache_dtype;
   if (speculative != "off")
     os << " speculative=" << speculative << " num_speculative_tokens=" << speculative_tokens()
-       << " speculative_verify=" << speculative_verify
+       << " speculative_verify=" << speculative_verify << " speculative_sampling=" << speculative_sampling
        << (speculative == "ngram" ? " ngram=" + std::to_string(ngram_min) + ".." + std::to_string(ngram_max) : "");
   if (yoco_replay != -1 || yoco_keep_tokens != -1)
     os << " yoco_replay=" << (yoco_replay == 0 ? "off" : "on")

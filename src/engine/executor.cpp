@@ -12,9 +12,10 @@ namespace gannet::engine {
 
 Executor::Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* pool, int64_t max_tokens,
                    int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids, int64_t replay_keep,
-                   sampling::NgramConfig ngram)
+                   sampling::NgramConfig ngram, bool rejection_sampling)
     : model_(model), cache_(cache), pool_(pool), vocab_(model.config().vocab_size), max_tokens_(max_tokens),
-      max_logit_rows_(max_logit_rows), replay_keep_(replay_keep), eos_ids_(std::move(eos_ids)), ngram_(ngram) {
+      max_logit_rows_(max_logit_rows), replay_keep_(replay_keep), eos_ids_(std::move(eos_ids)),
+      rejection_(rejection_sampling), ngram_(ngram) {
   model_.reserve(max_tokens, max_logit_rows);
   ids_.resize(size_t(max_tokens));
   pos_.resize(size_t(max_tokens));
@@ -35,6 +36,9 @@ Executor::Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* p
   const int threads = pool ? pool->size() : 1;
   for (int t = 0; t < threads; ++t) samplers_.emplace_back(vocab_);
   sample_outs_.resize(size_t(threads));
+  rejection_scratch_.resize(size_t(threads));
+  choosers_.reserve(size_t(max_seqs) + 1);
+  choose_fns_.reserve(size_t(max_seqs) + 1);
 }
 
 void Executor::apply_changes(const StepPlan& plan) {
@@ -55,6 +59,12 @@ void Executor::apply_changes(const StepPlan& plan) {
     r.drafts.assign(size_t(draft_block_), 0);
     r.confidence.assign(size_t(draft_block_), 0.0f);
     r.draft_base = -1;
+    r.drafts_sampled = false;
+    r.forced = nullptr;
+    if (!forced_.empty()) {
+      const auto it = forced_.find(std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + r.prompt_len));
+      if (it != forced_.end()) r.forced = &it->second;
+    }
   }
   cache_.copy_blocks(plan.copies);
   for (auto [src, dst] : plan.state_copies) cache_.copy_state(src, dst);
@@ -112,7 +122,13 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
         continue;
       }
       const int64_t k = std::clamp<int64_t>(row.reserve - int64_t(row.tokens.size()) - 1, 0, s.spec_k);
-      if (draft_block_ > 0) {
+      if (row.forced) {
+        // Benchmarks' forced drafts: the known continuation from here.
+        draft_.clear();
+        const int64_t from = int64_t(row.tokens.size()) - row.prompt_len;
+        for (int64_t t = 0; t < std::min<int64_t>(k, depth_[i]) && from + t < int64_t(row.forced->size()); ++t)
+          draft_.push_back((*row.forced)[size_t(from + t)]);
+      } else if (draft_block_ > 0) {
         // The drafter's block, made when this row's last token was produced (none after a
         // preemption or a fork until the row's first step has run).
         draft_.clear();
@@ -235,10 +251,17 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
         in.seed = row.seed;
         in.stream = uint64_t(row.sample_index);
         in.eos_ids = eos_ids_;
-        const int kept = sampling::verify_point_drafts(
-            sampler, in, logits_.data() + first_row_[size_t(i)] * vocab_, vocab_, row.tokens, row.prompt_len,
-            start_[size_t(i)], count_[size_t(i)], &o,
-            [&](int64_t j, const sampling::SampleOutput& so) { put(so, result.samples[size_t(rr.sample_offset + j)]); });
+        auto emit = [&](int64_t j, const sampling::SampleOutput& so) {
+          put(so, result.samples[size_t(rr.sample_offset + j)]);
+        };
+        const float* lg = logits_.data() + first_row_[size_t(i)] * vocab_;
+        const int kept =
+            row.drafts_sampled
+                ? sampling::verify_sampled_drafts(sampler, rejection_scratch_[size_t(thread)], in, lg,
+                                                  row.draft_logits.data(), vocab_, row.tokens, row.prompt_len,
+                                                  start_[size_t(i)], count_[size_t(i)], &o, emit)
+                : sampling::verify_point_drafts(sampler, in, lg, vocab_, row.tokens, row.prompt_len, start_[size_t(i)],
+                                                count_[size_t(i)], &o, emit);
         rr.num_samples = kept;
         continue;
       }
@@ -319,6 +342,7 @@ void Executor::choose_depths(const StepPlan& plan) {
 void Executor::run_drafter(const StepPlan& plan, const model::Batch& b, StepResult& result) {
   const auto d0 = std::chrono::steady_clock::now();
   draft_jobs_.clear();
+  choosers_.clear();
   for (size_t i = 0; i < plan.rows.size(); ++i) {
     if (count_[i] == 0 || seq_of_[i] < 0) continue;
     const PlanRow& s = plan.rows[i];
@@ -331,15 +355,53 @@ void Executor::run_drafter(const StepPlan& plan, const model::Batch& b, StepResu
     // A verify step keeps its last token's row and the accepted drafts' rows.
     j.n = s.spec_k >= 0 ? std::min<int64_t>(count_[i], r.num_samples) : count_[i];
     row.draft_base = -1;
-    if (s.num_samples > 0 && r.num_samples > 0 && int64_t(row.tokens.size()) == j.pos0 + j.n + 1) {
+    // A row that sampled drafts after its new token; a recomputed sequence's last chunk,
+    // which stops before its last token (Scheduler::recompute_to_decode), after that one.
+    const bool sampled = s.num_samples > 0 && r.num_samples > 0;
+    if ((sampled || s.num_samples == 0) && int64_t(row.tokens.size()) == j.pos0 + j.n + 1) {
       j.token = row.tokens.back();
       j.drafts = row.drafts.data();
       j.confidence = row.confidence.data();
       row.draft_base = int64_t(row.tokens.size());
+      row.drafts_sampled = rejection_ && row.params.temperature > 0 && !row.forced;
+      if (row.drafts_sampled) {
+        row.draft_logits.resize(size_t(draft_block_ * vocab_));
+        j.draft_logits = row.draft_logits.data();
+        choosers_.push_back({&row, {}});
+      }
     }
     if (j.n > 0) draft_jobs_.push_back(j);
   }
+  // Sampled drafting: each such job's chooser draws its drafts from q in turn (sampling/
+  // speculative.h), with the history the verification will see.
+  choose_fns_.clear();
+  size_t c = 0;
+  for (const model::DraftJob& j : draft_jobs_) {
+    if (!j.draft_logits) continue;
+    DraftChooser* ch = &choosers_[c++];
+    ch->hist = ch->row->tokens;
+    choose_fns_.push_back([this, ch](int64_t, const float* logits) {
+      const Row& r = *ch->row;
+      sampling::SampleInput in;
+      in.logits = logits;
+      in.params = &r.params;
+      in.seed = r.seed;
+      in.stream = uint64_t(r.sample_index);
+      in.position = uint64_t(int64_t(ch->hist.size()) - r.prompt_len);
+      in.prompt_ids = std::span<const int32_t>(ch->hist.data(), size_t(r.prompt_len));
+      in.output_ids = std::span<const int32_t>(ch->hist.data() + r.prompt_len, ch->hist.size() - size_t(r.prompt_len));
+      in.eos_ids = eos_ids_;
+      const int32_t t = sampling::draw_draft(samplers_[0], in);
+      ch->hist.push_back(t);
+      return t;
+    });
+  }
+  c = 0;
+  for (model::DraftJob& j : draft_jobs_)
+    if (j.draft_logits) j.choose = &choose_fns_[c++];
   model_.draft(b, draft_jobs_.data(), int64_t(draft_jobs_.size()), cache_.views(), pool_);
+  for (size_t i = 0; i < plan.rows.size(); ++i)  // forced drafts are certain
+    if (count_[i] > 0 && planned_[i]->forced) std::fill(planned_[i]->confidence.begin(), planned_[i]->confidence.end(), 1.0f);
   result.draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - d0).count();
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -23,7 +24,7 @@ class Executor {
  public:
   Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* pool, int64_t max_tokens,
            int64_t max_logit_rows, int64_t max_seqs, std::vector<int32_t> eos_ids, int64_t replay_keep = 0,
-           sampling::NgramConfig ngram = {});
+           sampling::NgramConfig ngram = {}, bool rejection_sampling = false);
 
   // Applies the plan's row changes, runs the forward pass and samples into *out (whose
   // buffers are reused).
@@ -35,6 +36,10 @@ class Executor {
   // seconds[b - 1] a step of b tokens takes (step_profile.h); each step then verifies, per
   // row, the depth choose_verify_depths picks. Empty: every draft is verified.
   void set_step_profile(std::vector<double> seconds) { step_seconds_ = std::move(seconds); }
+  // Engine::set_forced_drafts.
+  void set_forced_drafts(std::map<std::vector<int32_t>, std::vector<int32_t>> by_prompt) {
+    forced_ = std::move(by_prompt);
+  }
 
  private:
   struct Row {
@@ -52,6 +57,15 @@ class Executor {
     std::vector<int32_t> drafts;
     std::vector<float> confidence;
     int64_t draft_base = -1;
+    // --speculative-sampling rejection, temperature > 0: the drafts were drawn from the
+    // drafter's distributions, whose logits [block, vocab] verification needs.
+    bool drafts_sampled = false;
+    std::vector<float> draft_logits;
+    const std::vector<int32_t>* forced = nullptr;  // set_forced_drafts' continuation
+  };
+  struct DraftChooser {  // one sampled-drafting row's history while its block is drafted
+    Row* row = nullptr;
+    std::vector<int32_t> hist;
   };
   // DSpark: seeds the drafter with each row's kept positions and drafts its next block.
   void run_drafter(const StepPlan& plan, const model::Batch& b, StepResult& result);
@@ -74,6 +88,11 @@ class Executor {
   std::vector<int64_t> tok0_, seq_of_;                      // first batch row, Batch::seqs index per plan row
   int64_t draft_block_ = 0;                                 // the model's drafter (0: n-gram drafting)
   std::vector<model::DraftJob> draft_jobs_;
+  bool rejection_ = false;                                  // --speculative-sampling rejection
+  std::vector<DraftChooser> choosers_;
+  std::vector<std::function<int32_t(int64_t, const float*)>> choose_fns_;
+  std::vector<sampling::RejectionScratch> rejection_scratch_;  // one per pool thread
+  std::map<std::vector<int32_t>, std::vector<int32_t>> forced_;
   std::vector<double> step_seconds_;                        // varlen's profile (empty: fixed)
   std::vector<int> depth_;                                  // per plan row: drafts to verify
   std::vector<std::vector<double>> vconf_;                  // scratch of the depth choice

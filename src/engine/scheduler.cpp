@@ -20,6 +20,14 @@ int64_t Scheduler::slots_needed(const Sequence* seq) const {
   return seq->forked ? 1 : seq->request->params.n;
 }
 
+int64_t Scheduler::recompute_target(const Sequence* seq) const {
+  const int64_t left = seq->num_uncomputed();
+  // A recomputed sequence (it has outputs) stops before its last token when the model
+  // drafts (SchedulerConfig::recompute_to_decode); that token is then a decode.
+  if (cfg_.recompute_to_decode && int64_t(seq->tokens.size()) > seq->prompt_len && left > 1) return left - 1;
+  return left;
+}
+
 void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int spec_k) {
   // A speculative row may reach spec_k positions further, after what the speculative
   // steps in flight may have added.
@@ -105,9 +113,10 @@ void Scheduler::schedule(StepPlan& plan) {
     if (cfg_.num_speculative_tokens > 0) {
       const int64_t left = seq->request->params.max_tokens - (int64_t(seq->tokens.size()) - seq->prompt_len);
       const auto& want = seq->request->params.num_speculative_tokens;
-      spec_k = int(std::max<int64_t>(0, std::min({want ? int64_t(*want) : cfg_.num_speculative_tokens, budget - 1, left - 1,
-                                                   cfg_.max_logit_rows - plan.num_logit_rows - 1,
-                                                   cfg_.max_model_len - int64_t(seq->tokens.size()) - 1})));
+      const int64_t natural = std::max<int64_t>(0, std::min({want ? int64_t(*want) : cfg_.num_speculative_tokens, left - 1,
+                                                             cfg_.max_model_len - int64_t(seq->tokens.size()) - 1}));
+      spec_k = int(std::max<int64_t>(0, std::min({natural, budget - 1, cfg_.max_logit_rows - plan.num_logit_rows - 1})));
+      if (cfg_.full_depth && spec_k < natural) continue;  // waits for a step with room for all its drafts
     }
     const int64_t reach = seq->num_computed + 1 + (spec_k >= 0 ? spec_k + seq->spec_inflight : 0);
     bool self_preempted = false;
@@ -132,10 +141,11 @@ void Scheduler::schedule(StepPlan& plan) {
     if (left <= 1) continue;
     const bool lp = seq->request->params.prompt_logprobs.has_value() && !seq->forked;
     const bool splittable = cfg_.chunked_prefill || lp;
-    int64_t chunk = std::min(left, budget);
+    const int64_t target = recompute_target(seq);
+    int64_t chunk = std::min(target, budget);
     if (lp) chunk = std::min({chunk, cfg_.prompt_logprob_chunk, cfg_.max_logit_rows - plan.num_logit_rows});
     else if (plan.num_logit_rows + 1 > cfg_.max_logit_rows) continue;
-    if (chunk <= 0 || (!splittable && chunk < left)) continue;
+    if (chunk <= 0 || (!splittable && chunk < target)) continue;
     // Shrink to the blocks available; when not even one position fits, preempt the newest
     // running sequence (possibly this one) so the older ones always make progress.
     bool self_preempted = false;
@@ -171,16 +181,16 @@ void Scheduler::schedule(StepPlan& plan) {
     const int64_t need_slots = slots_needed(seq);
     if (int64_t(running_.size()) + reserved_slots_ + need_slots > cfg_.max_num_seqs) break;
     if (blocks_.num_free_slots() - reserved_slots_ < need_slots) break;
-    const int64_t left = seq->num_uncomputed();
     const bool lp = seq->request->params.prompt_logprobs.has_value() && !seq->forked;
     const bool splittable = cfg_.chunked_prefill || lp;
-    int64_t chunk = std::min(left, budget);
+    const int64_t target = recompute_target(seq);
+    int64_t chunk = std::min(target, budget);
     if (lp) chunk = std::min({chunk, cfg_.prompt_logprob_chunk, cfg_.max_logit_rows - plan.num_logit_rows});
     else if (plan.num_logit_rows + 1 > cfg_.max_logit_rows) break;
     const int64_t reserve = running_.empty() ? 0 : blocks_.watermark();
     const int64_t fit = (blocks_.num_free_blocks() - reserve) * blocks_.block_size();
     if (splittable) chunk = std::min(chunk, fit);
-    if (chunk <= 0 || chunk > fit || (!splittable && chunk < left)) break;
+    if (chunk <= 0 || chunk > fit || (!splittable && chunk < target)) break;
     waiting_.pop_front();
     // Room for every block it may reach, so its decodes never reallocate the table.
     seq->table.blocks.reserve(size_t(blocks_.blocks_for(seq->prompt_len + seq->request->params.max_tokens + 1)));

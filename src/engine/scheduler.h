@@ -38,6 +38,15 @@ struct SchedulerConfig {
   // and verifies; the scheduler budgets 1 + k tokens and logit rows per decode and keeps
   // blocks for every position the steps in flight may reach (sequence.h, spec_inflight).
   int64_t num_speculative_tokens = 0;
+  // A drafter in the model (DSpark): a recomputed sequence (preempted, with outputs) is
+  // prefilled up to its last token only, so the executor drafts from it as the step that
+  // sampled that token did, and the token becomes a speculative decode again.
+  bool recompute_to_decode = false;
+  // Rejection sampling (--speculative-sampling rejection): a request's tokens depend on
+  // which drafts were verified, so every decode verifies exactly
+  // min(its K, tokens it may still produce - 1) drafts; a row the step's budgets cannot
+  // hold that many for waits for the next step instead of verifying fewer.
+  bool full_depth = false;
 };
 
 class Scheduler {
@@ -89,6 +98,8 @@ class Scheduler {
   void leave_executor(Sequence* seq);  // the executor's row goes with the next plan
   void release_table(Sequence* seq);   // now, or after the steps in flight that read it
   int64_t slots_needed(const Sequence* seq) const;  // 1, or n for an unforked request
+  // Positions a prefill of seq computes in all (recompute_to_decode leaves the last one).
+  int64_t recompute_target(const Sequence* seq) const;
   void schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int spec_k = -1);
 
   SchedulerConfig cfg_;

@@ -45,6 +45,10 @@ struct DraftJob {
   int32_t token = -1;        // the token after position pos0 + n - 1; < 0: seed only
   int32_t* drafts = nullptr;       // [draft_block()]
   float* confidence = nullptr;     // [draft_block()]: each draft's acceptance probability
+  // Sampled drafting: draft i is choose(i, logits) of the drafter's logits for it (greedy
+  // argmax when null), which are also copied to draft_logits [draft_block(), vocab] if set.
+  const std::function<int32_t(int64_t, const float*)>* choose = nullptr;
+  float* draft_logits = nullptr;
 };
 
 class Model {

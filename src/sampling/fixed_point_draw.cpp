@@ -109,6 +109,35 @@ int32_t FixedPointDraw::draw(const float* logits, const DrawFilters& f, uint64_t
   return draw_bucketed(logits, f, random);
 }
 
+uint64_t FixedPointDraw::kept_weights(const float* logits, const DrawFilters& f, uint64_t* w) {
+  GANNET_CHECK(f.temperature > 0, "temperature ", f.temperature);
+  const float m = logits[checked_argmax(logits, vocab_)];
+  const double inv_t = 1.0 / f.temperature;
+  const bool top_k = f.top_k > 0 && f.top_k < vocab_;
+  uint64_t total = 0;
+  for (int64_t i = 0; i < vocab_; ++i) total += (w[i] = fixed_point_weight(logits[i], m, inv_t));
+  if (!top_k && f.top_p >= 1.0 && f.min_p <= 0.0) return total;
+  // K: the first top_k ids by (logit desc, id asc); then the canonical order over K.
+  int64_t n = 0;
+  for (int64_t i = 0; i < vocab_; ++i) cand_[size_t(n++)] = {w[i], logits[i], int32_t(i)};
+  if (top_k) {
+    std::partial_sort(cand_.begin(), cand_.begin() + f.top_k, cand_.begin() + n, [](const Candidate& a, const Candidate& b) {
+      return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+    });
+    n = f.top_k;
+  }
+  std::sort(cand_.begin(), cand_.begin() + n, canonical_before);
+  uint64_t in_k = 0;
+  for (int64_t j = 0; j < n; ++j) in_k += cand_[size_t(j)].weight;
+  int64_t keep = n;
+  if (f.top_p < 1.0) keep = top_p_keep(cand_.data(), keep, 0, u128(top_p_fixed(f.top_p)) * in_k);
+  if (f.min_p > 0.0) keep = min_p_keep(cand_.data(), keep, min_p_fixed(f.min_p));
+  std::fill(w, w + vocab_, uint64_t(0));
+  total = 0;
+  for (int64_t j = 0; j < keep; ++j) total += (w[cand_[size_t(j)].id] = cand_[size_t(j)].weight);
+  return total;
+}
+
 int32_t FixedPointDraw::draw_top_k(const float* logits, const DrawFilters& f, uint64_t random) {
   const float m = logits[checked_argmax(logits, vocab_)];  // also rules out NaN for the sorts
   const int64_t k = f.top_k;

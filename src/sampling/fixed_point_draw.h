@@ -61,6 +61,12 @@ class FixedPointDraw {
   // logits: [vocab]. Returns the token the scheme above picks for `random` bits.
   int32_t draw(const float* logits, const DrawFilters& f, uint64_t random);
 
+  // The whole distribution the scheme draws from: w[i] = token i's weight if the filters
+  // keep it, else 0; returns the kept total W' (so draw() picks token i with probability
+  // w[i] / W', up to its 2^-64 rounding). Written plainly (a sort when a filter is on);
+  // speculative rejection sampling needs every token's probability, not one draw.
+  uint64_t kept_weights(const float* logits, const DrawFilters& f, uint64_t* w);
+
   struct Candidate {
     uint64_t weight;
     float logit;

@@ -1,5 +1,7 @@
 #include "sampling/sampler.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "sampling/counter_rng.h"
 
@@ -29,8 +31,27 @@ int32_t Sampler::choose(const SampleInput& in) {
   return draw_.draw(row, f, counter_random(in.seed, in.stream, in.position));
 }
 
-void Sampler::sample(const SampleInput& in, SampleOutput* out) {
-  out->token = choose(in);
+uint64_t Sampler::weights(const SampleInput& in, uint64_t* w) {
+  GANNET_CHECK(in.logits && in.params);
+  const SamplingParams& p = *in.params;
+  const TokenHistory history{in.prompt_ids, in.output_ids, in.eos_ids};
+  const float* row = in.logits;
+  if (Penalties::active(p, history)) {
+    penalties_.apply(in.logits, adjusted_.data(), p, history);
+    row = adjusted_.data();
+  }
+  if (p.temperature == 0) {
+    std::fill(w, w + vocab_, uint64_t(0));
+    w[checked_argmax(row, vocab_)] = 1;
+    return 1;
+  }
+  return draw_.kept_weights(row, DrawFilters{p.temperature, p.top_k, p.top_p, p.min_p}, w);
+}
+
+void Sampler::sample(const SampleInput& in, SampleOutput* out) { fill(in, choose(in), out); }
+
+void Sampler::fill(const SampleInput& in, int32_t token, SampleOutput* out) const {
+  out->token = token;
   const SamplingParams& p = *in.params;
   if (p.logprobs) {
     const double norm = log_normalizer(in.logits, vocab_);

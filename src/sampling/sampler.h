@@ -63,6 +63,16 @@ class Sampler {
   // Highest logit, lowest id on ties.
   static int32_t argmax(const float* logits, int64_t n);
 
+  // The token sample(in) picks, without logprobs.
+  int32_t choose_token(const SampleInput& in) { return choose(in); }
+  // The distribution sample(in) draws from, as kept fixed-point weights into w [vocab]
+  // (penalties and min_tokens first; temperature 0: weight 1 on the argmax). Returns
+  // their total. in.seed / stream / position are not used.
+  uint64_t weights(const SampleInput& in, uint64_t* w);
+  // out as sample() fills it, for a token chosen elsewhere (its raw logprob and the top
+  // list from in.logits when in.params asks for logprobs).
+  void fill(const SampleInput& in, int32_t token, SampleOutput* out) const;
+
  private:
   int32_t choose(const SampleInput& in);  // penalties, then greedy or the fixed-point draw
 

@@ -16,6 +16,23 @@
 // rejection the sample, conditioned on differing from d, has the residual distribution
 // (p - q)+ normalised. Hence the output distribution is the target's, and the tokens are
 // bit-identical to plain decoding for every sampling setting, greedy or not.
+//
+// Verification of sampled drafts (a drafter with distributions: DSpark with
+// --speculative-sampling rejection). Draft i is drawn from q, the drafter's logits processed
+// exactly as the request's sampling processes the target's (penalties over the history
+// with the drafts before it, temperature, top-k, top-p, min-p: the same fixed-point
+// weights). Row j of the target gives p likewise. Draft d is accepted iff
+// u < p(d) / q(d) for a uniform u; on rejection the token is drawn from the residual
+// (p - q)+ in exact integer arithmetic, and the run ends; after the last draft the next
+// token is drawn from p as plain sampling draws it. The output distribution is the
+// target's (the standard speculative sampling argument); the tokens differ from plain
+// decoding's, but stay a function of (seed, stream, position) and the logits bits, so they
+// are reproducible and batch-invariant. Each draw has its own random stream:
+//   draft:    counter_random(seed ^ kDraftNamespace, stream, position)
+//   accept:   counter_random(seed ^ kAcceptNamespace, stream, position)
+//   residual: counter_random(seed ^ kResidualNamespace, stream, position)
+// with position the output position of the token drawn or checked; the plain draw
+// (counter_random(seed, stream, position)) serves the token after the last draft.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +74,52 @@ int verify_point_drafts(Sampler& sampler, SampleInput in, const float* logits, i
     emit(j, *out);
     ++taken;
     if (j + 1 == count || out->token != history[size_t(start + j + 1)]) break;
+  }
+  return taken;
+}
+
+inline constexpr uint64_t kDraftNamespace = 0x6472616674000000ull;     // "draft"
+inline constexpr uint64_t kAcceptNamespace = 0x6163636570740000ull;    // "accept"
+inline constexpr uint64_t kResidualNamespace = 0x7265736964000000ull;  // "resid"
+
+// Draws a draft from q: in.logits are the drafter's logits for the token at output position
+// in.position, in.prompt_ids / output_ids its history (drafts before it included).
+int32_t draw_draft(Sampler& sampler, SampleInput in);
+
+// Scratch of verify_sampled_drafts: two weight rows.
+struct RejectionScratch {
+  std::vector<uint64_t> wp, wq;
+};
+
+// One checked draft: true if d is accepted; else *token gets the residual draw.
+bool check_sampled_draft(Sampler& sampler, RejectionScratch& scratch, const SampleInput& target,
+                         const float* draft_logits, int32_t d, int32_t* token);
+
+// As verify_point_drafts, for drafts drawn by draw_draft: draft_logits [count - 1, vocab]
+// are the drafter's logits for the drafts in the history.
+template <typename Emit>
+int verify_sampled_drafts(Sampler& sampler, RejectionScratch& scratch, SampleInput in, const float* logits,
+                          const float* draft_logits, int64_t vocab, std::span<const int32_t> history,
+                          int64_t prompt_len, int64_t start, int64_t count, SampleOutput* out, Emit&& emit) {
+  int taken = 0;
+  for (int64_t j = 0; j < count; ++j) {
+    const std::span<const int32_t> before = history.subspan(0, size_t(start + j + 1));
+    in.logits = logits + j * vocab;
+    in.position = uint64_t(start + j + 1 - prompt_len);
+    in.prompt_ids = before.subspan(0, size_t(prompt_len));
+    in.output_ids = before.subspan(size_t(prompt_len));
+    ++taken;
+    if (j + 1 == count) {
+      sampler.sample(in, out);
+      emit(j, *out);
+      break;
+    }
+    const int32_t d = history[size_t(start + j + 1)];
+    int32_t token = d;
+    const bool ok = check_sampled_draft(sampler, scratch, in, draft_logits + j * vocab, d, &token);
+    sampler.fill(in, token, out);
+    emit(j, *out);
+    if (!ok) break;
   }
   return taken;
 }

@@ -455,3 +455,59 @@ TEST(EngineDeepseekV41, VarlenFollowsTheStepProfile) {
 }
 
 }  // namespace
+
+namespace {
+
+// --speculative-sampling rejection: sampled requests draw their drafts from the drafter's
+// distribution and verify them by rejection sampling (the distribution test is in
+// test_sampling_speculative). Tokens then differ from plain decoding's for sampled
+// requests (greedy ones stay identical), but are reproducible and batch-invariant: alone,
+// batched, chunked, preempted, async or not.
+TEST(EngineDeepseekV41, RejectionSamplingIsBatchInvariant) {
+  const auto cases = spec_cases();
+  const std::vector<int> subset = {0, 1, 2, 3, 4, 5, 6};
+  auto args = [](bool async) {
+    EngineArgs a = base_args(async);
+    a.speculative = "dspark";
+    a.num_speculative_tokens = 3;
+    a.speculative_sampling = "rejection";
+    return a;
+  };
+  std::map<int, Result> alone_r, plain;
+  {
+    engine::Engine e(args(false));
+    for (int i : subset) alone_r[i] = run_batch(e, cases, {i}).at(i);
+    engine::Engine p(base_args(false));
+    plain = run_batch(p, cases, subset);
+  }
+  bool differs = false;
+  for (int i : subset) {
+    if (cases[size_t(i)].params.temperature == 0) {
+      EXPECT_EQ(alone_r.at(i).ids, plain.at(i).ids) << "greedy request " << i;
+    } else {
+      differs |= alone_r.at(i).ids != plain.at(i).ids;
+    }
+  }
+  EXPECT_TRUE(differs) << "rejection sampling was meant to change some sampled request's tokens";
+  for (bool async : {false, true}) {
+    const std::string mode = async ? ", async on" : ", async off";
+    engine::Engine e(args(async));
+    expect_same(alone_r, run_batch(e, cases, subset), "rejection, batched" + mode);
+    EngineArgs b = args(async);
+    b.max_num_batched_tokens = 7;
+    engine::Engine eb(b);
+    expect_same(alone_r, run_batch(eb, cases, subset), "rejection, budget 7" + mode);
+    io::ModelConfig cfg = io::load_model_config(model_dir());
+    cfg.speculative_tokens = 3;
+    cfg.dspark = true;
+    io::Checkpoint ck(model_dir());
+    const kernels::CacheSpec spec = model::create_model(cfg, ck)->cache_spec();
+    EngineArgs c = args(async);
+    c.kv_cache_memory = 32 * uint64_t(spec.state_bytes_per_seq) + 8 * spec.bytes_per_block(16);
+    engine::Engine ec(c);
+    expect_same(alone_r, run_batch(ec, cases, subset), "rejection, preempted" + mode);
+    EXPECT_GT(ec.scheduler().num_preemptions(), 0);
+  }
+}
+
+}  // namespace

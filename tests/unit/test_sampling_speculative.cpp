@@ -1,7 +1,9 @@
 // N-gram drafting (sampling/speculative.h) against hand-worked histories.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "sampling/speculative.h"
 
@@ -120,3 +122,149 @@ TEST(VerifyPointDrafts, SamplesAreThePlainOnesAndHaveTheTargetDistribution) {
   EXPECT_LT(std::abs(z), 3.3) << accepted << " accepted of " << kSeeds;
   EXPECT_GT(accepted, 0);
 }
+
+namespace {
+
+using gannet::sampling::FixedPointDraw;
+using gannet::sampling::DrawFilters;
+
+// kept_weights is the distribution draw() samples: for every filter combination, the token
+// draw() returns for random bits r is the one a plain walk over the kept weights (in the
+// canonical order: weight desc, logit desc, id asc) gives for floor(r * W' / 2^64).
+TEST(FixedPointDraw, KeptWeightsAreWhatDrawSamples) {
+  const int64_t V = 300;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> g(0.0f, 2.0f);
+  std::vector<float> logits(static_cast<size_t>(V));
+  for (float& x : logits) x = g(rng);
+  logits[7] = logits[8];  // a tie
+  FixedPointDraw draw(V);
+  std::vector<uint64_t> w(static_cast<size_t>(V));
+  for (DrawFilters f : {DrawFilters{1.0, 0, 1.0, 0.0}, DrawFilters{0.7, 20, 1.0, 0.0}, DrawFilters{1.3, 0, 0.8, 0.0},
+                        DrawFilters{1.0, 0, 1.0, 0.05}, DrawFilters{0.9, 50, 0.9, 0.01}}) {
+    const uint64_t W = draw.kept_weights(logits.data(), f, w.data());
+    std::vector<int32_t> order;
+    for (int32_t i = 0; i < V; ++i)
+      if (w[size_t(i)]) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      if (w[size_t(a)] != w[size_t(b)]) return w[size_t(a)] > w[size_t(b)];
+      if (logits[size_t(a)] != logits[size_t(b)]) return logits[size_t(a)] > logits[size_t(b)];
+      return a < b;
+    });
+    uint64_t sum = 0;
+    for (int32_t i : order) sum += w[size_t(i)];
+    ASSERT_EQ(sum, W);
+    if (f.top_k) {
+      EXPECT_LE(int64_t(order.size()), f.top_k);
+    }
+    for (int t = 0; t < 3000; ++t) {
+      const uint64_t r = rng();
+      const uint64_t th = uint64_t((static_cast<unsigned __int128>(r) * W) >> 64);
+      uint64_t acc = 0;
+      int32_t want = -1;
+      for (int32_t i : order)
+        if (th < (acc += w[size_t(i)])) {
+          want = i;
+          break;
+        }
+      ASSERT_EQ(draw.draw(logits.data(), f, r), want) << "T " << f.temperature << " k " << f.top_k << " p " << f.top_p
+                                                      << " min_p " << f.min_p;
+    }
+  }
+}
+
+// Rejection sampling against sampled drafts: drafts drawn from q (draw_draft), verified
+// against p. Every emitted token has the target distribution of its row (chi-square,
+// alpha = 0.001) whatever q is, acceptance runs at sum min(p, q), and a seed gives the
+// same tokens every time.
+TEST(VerifySampledDrafts, OutputsHaveTheTargetDistribution) {
+  using namespace gannet::sampling;
+  const int64_t V = 6;
+  // Target rows (independent of history) and a draft distribution unlike them.
+  const std::vector<float> target = {1.0f, 0.2f, -0.5f, 2.0f, 0.0f, -1.0f,   // row 0
+                                     0.3f, 1.5f, -0.2f, 0.1f, 0.9f, -0.7f,   // row 1
+                                     0.0f, 0.0f, 1.0f, -1.0f, 0.5f, 0.2f};   // row 2
+  const std::vector<float> draft = {2.0f, 0.0f, 0.0f, 1.0f, -1.0f, 0.5f,     // q for draft 1
+                                    0.0f, 2.0f, 1.0f, -0.5f, 0.0f, 0.0f};    // q for draft 2
+  for (const bool filtered : {false, true}) {
+    gannet::SamplingParams params;
+    params.temperature = filtered ? 0.8 : 1.0;
+    if (filtered) params.top_k = 4;
+    params.validate();
+    // The distributions sampling gives each row (the fixed-point weights, normalised).
+    Sampler sampler(V);
+    auto dist = [&](const float* row) {
+      SampleInput in;
+      in.params = &params;
+      in.logits = row;
+      std::vector<uint64_t> w(static_cast<size_t>(V));
+      const double W = double(sampler.weights(in, w.data()));
+      std::vector<double> p;
+      for (uint64_t x : w) p.push_back(double(x) / W);
+      return p;
+    };
+    const auto p0 = dist(target.data()), p1 = dist(target.data() + V), q0 = dist(draft.data());
+    const std::vector<int32_t> prompt = {0, 1, 2};
+    const int64_t prompt_len = 2, start = 2, count = 3;
+    RejectionScratch scratch;
+    SampleOutput out;
+    constexpr int kSeeds = 20000;
+    std::vector<int64_t> first(V, 0), second(V, 0);
+    int64_t accepted = 0;
+    for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+      SampleInput in;
+      in.params = &params;
+      in.seed = seed;
+      // Draft two tokens from q, as the executor does (history with the drafts before).
+      std::vector<int32_t> h = prompt;
+      for (int i = 0; i < 2; ++i) {
+        SampleInput d = in;
+        d.logits = draft.data() + i * V;
+        d.position = uint64_t(int64_t(h.size()) - prompt_len);
+        d.prompt_ids = std::span<const int32_t>(h.data(), size_t(prompt_len));
+        d.output_ids = std::span<const int32_t>(h.data() + prompt_len, h.size() - size_t(prompt_len));
+        const int32_t t = draw_draft(sampler, d);
+        h.push_back(t);
+      }
+      std::vector<int32_t> got;
+      auto run = [&] {
+        got.clear();
+        return verify_sampled_drafts(sampler, scratch, in, target.data(), draft.data(), V, h, prompt_len, start, count,
+                                     &out, [&](int64_t, const SampleOutput& o) { got.push_back(o.token); });
+      };
+      const int taken = run();
+      const std::vector<int32_t> again = got;
+      ASSERT_EQ(run(), taken);
+      ASSERT_EQ(got, again) << "seed " << seed << ": not reproducible";
+      for (int j = 0; j + 1 < taken; ++j) ASSERT_EQ(got[size_t(j)], h[size_t(start + 1 + j)]);
+      ++first[size_t(got[0])];
+      if (taken >= 2) {
+        ++accepted;
+        ++second[size_t(got[1])];
+      }
+    }
+    auto chi2 = [](const std::vector<int64_t>& obs, const std::vector<double>& p) {
+      double n = 0, c = 0;
+      int df = -1;
+      for (int64_t o : obs) n += double(o);
+      for (size_t i = 0; i < obs.size(); ++i) {
+        if (p[i] == 0) {
+          EXPECT_EQ(obs[i], 0) << "a token the target never samples";
+          continue;
+        }
+        c += std::pow(double(obs[i]) - n * p[i], 2) / (n * p[i]);
+        ++df;
+      }
+      // 0.999 quantiles for 3 and 5 degrees of freedom.
+      return c / (df == 5 ? 20.515 : df == 3 ? 16.266 : 1e9);
+    };
+    EXPECT_LT(chi2(first, p0), 1.0) << (filtered ? "top-k 4, T 0.8" : "T 1");
+    EXPECT_LT(chi2(second, p1), 1.0) << (filtered ? "top-k 4, T 0.8" : "T 1");
+    double overlap = 0;
+    for (int64_t v = 0; v < V; ++v) overlap += std::min(p0[size_t(v)], q0[size_t(v)]);
+    const double z = (double(accepted) - kSeeds * overlap) / std::sqrt(kSeeds * overlap * (1 - overlap));
+    EXPECT_LT(std::abs(z), 3.3) << accepted << " accepted of " << kSeeds << ", expected " << overlap;
+  }
+}
+
+}  // namespace

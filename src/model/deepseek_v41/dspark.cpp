@@ -197,6 +197,7 @@ void DeepseekV41::dspark(const std::vector<DraftJob>& jobs, ThreadPool* pool) co
       for (int64_t c = 0; c < d; ++c) z += ds.confidence[size_t(c)] * h[c];
       for (int64_t c = 0; c < rank; ++c) z += ds.confidence[size_t(d + c)] * eh[c];
       const DraftJob& job = dj[size_t(j)];
+      if (job.choose) best = (*job.choose)(i, l);
       job.drafts[i] = best;
       job.confidence[i] = 1.0f / (1.0f + std::exp(-z));
       if (job.draft_logits) std::memcpy(job.draft_logits + i * V, l, size_t(V) * 4);

@@ -124,6 +124,8 @@ class DeepseekV41Model final : public Model {
       d.token = j.token;
       d.drafts = j.drafts;
       d.confidence = j.confidence;
+      d.draft_logits = j.draft_logits;
+      d.choose = j.choose;
     }
     m_.dspark(draft_jobs_, pool);
   }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -156,6 +157,9 @@ class DeepseekV41 {
     int32_t* drafts = nullptr;      // [block]: x_{p+2} .. x_{p+block+1}, greedy on the corrected logits
     float* confidence = nullptr;    // [block]: sigmoid of the confidence head, per draft
     float* draft_logits = nullptr;  // optional [block, vocab]: the Markov-corrected logits
+    // Sampled drafting: the draft is choose(i, corrected logits of block position i)
+    // instead of their argmax (the next position's Markov bias follows it).
+    const std::function<int32_t(int64_t, const float*)>* choose = nullptr;
   };
   // Seeds, then drafts, every job (jobs of distinct sequences); every per-token product
   // runs over all jobs' rows at once, so a job's bits do not depend on the others.
