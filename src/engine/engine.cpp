@@ -126,13 +126,8 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   sc.chunked_prefill = args_.enable_chunked_prefill;
   sc.prompt_logprob_chunk = std::min<int64_t>(256, args_.max_num_batched_tokens);
   sc.max_logit_rows = args_.max_num_seqs + sc.prompt_logprob_chunk;
-  // Speculative decoding (engine_args.h). DeepSeek-V4's per-sequence state (window rings,
-  // open compressor groups) has no room for rejected drafts yet; V4.1's has
-  // (ModelConfig::speculative_tokens).
-  if (args_.speculative != "off" && cfg.deepseek_v4)
-    fail("--speculative ", args_.speculative, ": ", cfg.architecture,
-         " keeps per-sequence state (window rings, open compressor groups) that rejected drafts would have to roll "
-         "back, which gannet does not do yet for it");
+  // Speculative decoding (engine_args.h). The DeepSeek models' per-sequence rings get room
+  // for rejected drafts (ModelConfig::speculative_tokens).
   sc.num_speculative_tokens = args_.speculative_tokens();
   // Verified drafts need logit rows of their own (as many as 256 more; fewer drafts when
   // a step runs out of them).

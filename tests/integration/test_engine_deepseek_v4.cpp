@@ -93,3 +93,76 @@ TEST(EngineDeepseekV4, GreedyMatchesReferenceAndBatchingIsExact) {
 }
 
 }  // namespace
+
+namespace {
+
+// Speculative decoding (n-gram drafts) on V4: window rings and open compressor groups
+// (ratio 4 overlapping, the indexer's, ratio 128) get room for K positions past the kept
+// length. Token ids and logprobs equal plain decoding's, greedy or sampled, batched, with
+// small chunk budgets and preemption, async on or off; drafts are accepted and rejected.
+TEST(EngineDeepseekV4, SpeculativeNgramEqualsPlain) {
+  std::mt19937 rng(11);
+  struct Case {
+    std::vector<int32_t> prompt;
+    SamplingParams p;
+  };
+  std::vector<Case> cases;
+  for (int i = 0; i < 8; ++i) {
+    Case c;
+    std::vector<int32_t> pat;
+    for (int j = 0, n = 2 + i % 3; j < n; ++j) pat.push_back(int32_t(rng() % 1024));
+    for (int r = 0; r < 5; ++r) c.prompt.insert(c.prompt.end(), pat.begin(), pat.end());
+    c.p.max_tokens = 20 + int(rng() % 12);
+    c.p.ignore_eos = true;
+    c.p.logprobs = 1;
+    c.p.temperature = i % 3 ? 1.0 : 0.0;
+    c.p.top_k = 2;
+    c.p.seed = 7 + uint64_t(i);
+    cases.push_back(c);
+  }
+  using Out = std::pair<std::vector<int32_t>, std::vector<float>>;
+  auto go = [&](engine::Engine& e, int64_t* drafted, int64_t* accepted) {
+    for (size_t i = 0; i < cases.size(); ++i) e.add_request("r" + std::to_string(i), cases[i].prompt, cases[i].p);
+    std::map<int, Out> out;
+    while (e.has_unfinished())
+      for (RequestOutput& o : e.step())
+        if (o.finished) {
+          Out r{o.outputs[0].token_ids, {}};
+          for (const auto& lp : o.outputs[0].logprobs) r.second.push_back(lp.logprob);
+          out[std::stoi(o.request_id.substr(1))] = r;
+          if (drafted) *drafted += o.metrics.spec_drafted, *accepted += o.metrics.spec_accepted;
+        }
+    EXPECT_EQ(e.block_manager().num_free_blocks(), e.block_manager().num_blocks());
+    return out;
+  };
+  std::map<int, Out> ref;
+  {
+    engine::Engine e(args(false));
+    ref = go(e, nullptr, nullptr);
+  }
+  int64_t drafted = 0, accepted = 0;
+  for (bool async : {false, true})
+    for (int64_t budget : {int64_t(2048), int64_t(5)}) {
+      EngineArgs a = args(async, budget);
+      a.speculative = "ngram";
+      a.num_speculative_tokens = 4;
+      engine::Engine e(a);
+      EXPECT_EQ(go(e, &drafted, &accepted), ref) << "budget " << budget << " async " << async;
+    }
+  EngineArgs a = args(true);
+  a.speculative = "ngram";
+  a.num_speculative_tokens = 4;
+  {
+    // Preemption: room for a few sequences' blocks only.
+    engine::Engine probe(a);
+    const kernels::CacheSpec spec = probe.model().cache_spec();
+    a.kv_cache_memory = 16 * uint64_t(spec.state_bytes_per_seq) + 10 * spec.bytes_per_block(16);
+  }
+  engine::Engine ep(a);
+  EXPECT_EQ(go(ep, &drafted, &accepted), ref) << "preempted";
+  EXPECT_GT(ep.scheduler().num_preemptions(), 0);
+  EXPECT_GT(accepted, 10);
+  EXPECT_GT(drafted - accepted, 10);
+}
+
+}  // namespace

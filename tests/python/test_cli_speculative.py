@@ -5,6 +5,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 V4 = ROOT / "tests" / "golden" / "deepseek-v4-tiny"
+V41 = ROOT / "tests" / "golden" / "deepseek-v41-tiny"
 
 
 def _lines(tmp_path):
@@ -54,12 +55,19 @@ def test_refusals_name_the_problem(gannet, tmp_path, tiny_models):
     for extra, msg in cases:
         p = gannet(["generate", *m, *extra], check=False)
         assert p.returncode != 0 and msg in p.stderr, (extra, p.stderr)
-    p = gannet(["generate", "--model", str(V4), "--prompts", str(_lines(tmp_path)), "--speculative", "ngram"],
+    p = gannet(["generate", "--model", str(V4), "--prompts", str(_lines(tmp_path)), "--speculative", "dspark"],
                check=False)
-    assert p.returncode != 0 and "roll" in p.stderr and "DeepseekV4ForCausalLM" in p.stderr, p.stderr
+    assert p.returncode != 0 and "has no DSpark drafter" in p.stderr and "DeepseekV4ForCausalLM" in p.stderr, p.stderr
+    m41 = ["--model", str(V41), "--prompts", str(_lines(tmp_path))]
+    for extra, msg in [
+        (["--speculative", "ngram", "--speculative-sampling", "rejection"], "needs --speculative dspark"),
+        (["--speculative", "dspark", "--num-speculative-tokens", "3", "--speculative-sampling", "rejection",
+          "--speculative-verify", "varlen"], "varlen"),
+        (["--speculative", "dspark", "--speculative-sampling", "maybe"], "--speculative-sampling must be exact or rejection"),
+    ]:
+        p = gannet(["generate", *m41, *extra], check=False)
+        assert p.returncode != 0 and msg in p.stderr, (extra, p.stderr)
 
-
-V41 = ROOT / "tests" / "golden" / "deepseek-v41-tiny"
 
 
 def test_dspark_outputs_equal_plain_decoding(gannet, tmp_path):

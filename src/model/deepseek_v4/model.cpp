@@ -47,6 +47,8 @@ DeepseekV4::DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ck) {
   GANNET_CHECK(cfg.deepseek_v4 != nullptr, "DeepseekV4 needs a parsed DeepSeek-V4 config");
   c_ = *cfg.deepseek_v4;
   fake_quant_ = cfg.kv_fake_quant;
+  spec_tokens_ = cfg.speculative_tokens;
+  GANNET_CHECK(spec_tokens_ >= 0, "speculative tokens ", spec_tokens_);
   if (cfg.exact_activations) fail(ck.dir(), ": --exact-activations is not implemented for DeepSeek-V4 yet");
   const int64_t d = c_.hidden_size, hc = c_.hc_mult, D = c_.head_dim, H = c_.num_attention_heads;
   const int64_t mix = (2 + hc) * hc, E = c_.n_routed_experts, inter = c_.moe_intermediate_size;
@@ -213,17 +215,17 @@ DeepseekV4::DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ck) {
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& ly = layers_[l];
     win_off_.push_back(off);
-    off += c_.sliding_window * D * 4;
+    off += (c_.sliding_window + spec_tokens_) * D * 4;
     ring_off_.push_back(-1);
     iring_off_.push_back(-1);
     comp_index_.push_back(-1);
     if (ly.ratio == 0) continue;
-    const int64_t w2 = ly.comp.overlap ? 2 * D : D, slots = ly.comp.overlap ? 2 * ly.ratio : ly.ratio;
+    const int64_t w2 = ly.comp.overlap ? 2 * D : D, slots = ring_slots(ly.comp.overlap, ly.ratio);
     ring_off_.back() = off;
     off += 2 * slots * w2 * 4;
     if (ly.ratio == 4) {
       iring_off_.back() = off;
-      off += 2 * 8 * 2 * idh * 4;
+      off += 2 * ring_slots(true, 4) * 2 * idh * 4;
     }
     int64_t g = -1;
     for (size_t i = 0; i < ratios.size(); ++i)
@@ -261,7 +263,7 @@ SeqState DeepseekV4::new_state(int64_t capacity) const {
 
 std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const float* a, int64_t n, int64_t pos0,
                                         float* ring_kv, float* ring_gate, int64_t* first, ThreadPool* pool) const {
-  const int64_t W = cp.width, w2 = cp.overlap ? 2 * W : W, slots = cp.overlap ? 2 * m : m;
+  const int64_t W = cp.width, w2 = cp.overlap ? 2 * W : W, slots = ring_slots(cp.overlap, m);
   std::vector<float> kv(size_t(n * w2)), gate(size_t(n * w2));
   kernels::matmul_packed(a, n, cp.wkv, kv.data(), pool);
   kernels::matmul_packed(a, n, cp.wgate, gate.data(), pool);
@@ -318,6 +320,7 @@ void DeepseekV4::attention(int64_t l, const SeqMem& m, int64_t pos0, const float
                            ThreadPool* pool) const {
   const Layer& ly = layers_[size_t(l)];
   const int64_t D = c_.head_dim, H = c_.num_attention_heads, R = c_.qk_rope_head_dim, W = c_.sliding_window;
+  const int64_t RW = W + spec_tokens_;  // window ring slots
   const int64_t ratio = ly.ratio;
   float* window = reinterpret_cast<float*>(m.state + win_off_[size_t(l)]);
   const float eps = float(c_.rms_norm_eps);
@@ -343,7 +346,7 @@ void DeepseekV4::attention(int64_t l, const SeqMem& m, int64_t pos0, const float
   if (ratio > 0) {
     int64_t first = 0;
     float* ring = reinterpret_cast<float*>(m.state + ring_off_[size_t(l)]);
-    const int64_t ring_half = (ly.comp.overlap ? 2 * ratio : ratio) * (ly.comp.overlap ? 2 * D : D);
+    const int64_t ring_half = ring_slots(ly.comp.overlap, ratio) * (ly.comp.overlap ? 2 * D : D);
     std::vector<float> e = compress(ly.comp, ratio, a, n, pos0, ring, ring + ring_half, &first, pool);
     const int64_t ng = int64_t(e.size()) / D;
     if (fq_nope)
@@ -353,7 +356,8 @@ void DeepseekV4::attention(int64_t l, const SeqMem& m, int64_t pos0, const float
     if (ratio == 4) {
       const int64_t idh = c_.index_head_dim, nih = c_.index_n_heads;
       float* iring = reinterpret_cast<float*>(m.state + iring_off_[size_t(l)]);
-      std::vector<float> k = compress(ly.idx_comp, 4, a, n, pos0, iring, iring + 8 * 2 * idh, &first, pool);
+      std::vector<float> k =
+          compress(ly.idx_comp, 4, a, n, pos0, iring, iring + ring_slots(true, 4) * 2 * idh, &first, pool);
       const int64_t nk = int64_t(k.size()) / idh;
       const bool fq_idx = fake_quant_ && idh % 32 == 0 && (idh & (idh - 1)) == 0;
       for (int64_t g = 0; g < nk && fq_idx; ++g) {
@@ -406,7 +410,7 @@ void DeepseekV4::attention(int64_t l, const SeqMem& m, int64_t pos0, const float
     int64_t nk = 0;
     kbuf.clear();
     for (int64_t kp = std::max<int64_t>(0, p - W + 1); kp <= p; ++kp, ++nk) {
-      const float* src = kp >= pos0 ? kv.data() + (kp - pos0) * D : window + (kp % W) * D;
+      const float* src = kp >= pos0 ? kv.data() + (kp - pos0) * D : window + (kp % RW) * D;
       kbuf.insert(kbuf.end(), src, src + D);
     }
     for (int32_t e2 : sel[size_t(i)]) {
@@ -431,7 +435,7 @@ void DeepseekV4::attention(int64_t l, const SeqMem& m, int64_t pos0, const float
     }
   }
   for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
-    std::memcpy(window + ((pos0 + i) % W) * D, kv.data() + i * D, size_t(D) * 4);
+    std::memcpy(window + ((pos0 + i) % RW) * D, kv.data() + i * D, size_t(D) * 4);
   kernels::apply_rope(o.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R), /*inverse=*/true);
   std::vector<float> z(size_t(n * c_.o_groups * c_.o_lora_rank));
   deepseek_v41::grouped_wo_a(ly.wo_a, o.data(), n, c_.o_groups, c_.o_lora_rank, z.data(), pool);

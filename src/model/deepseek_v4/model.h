@@ -9,8 +9,9 @@
 // (--no-kv-fake-quant) leaves them out, as transformers does. Shares mHC and MoE with V4.1.
 //
 // The sequence state (SeqState) is indexed by position (window rings by p % window, open
-// groups by p % (2 ratio)), entries and index keys grow per layer; any split of a sequence
-// into calls gives the same bits.
+// groups by p % ring_slots), entries and index keys grow per layer; any split of a sequence
+// into calls gives the same bits, and a sequence may fall back to any kept length within
+// the rings' spare room (ModelConfig::speculative_tokens: rejected drafts).
 #pragma once
 
 #include <cstdint>
@@ -99,6 +100,10 @@ class DeepseekV4 {
 
   io::DeepseekV4Config c_;
   bool fake_quant_ = true;
+  // Speculative decoding: rings hold this many positions more than a step keeps, so the
+  // rejected drafts a step computes never overwrite what the next step reads.
+  int64_t spec_tokens_ = 0;
+  int64_t ring_slots(bool overlap, int64_t ratio) const { return (overlap ? 2 * ratio : ratio) + spec_tokens_; }
   kernels::PackedWeight embed_, head_;
   std::vector<float> norm_;
   deepseek_v41::MhcSite hc_head_;
