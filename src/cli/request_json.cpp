@@ -1,5 +1,7 @@
 #include "cli/request_json.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace gannet::cli {
@@ -147,6 +149,18 @@ json output_to_json(const RequestOutput& out, const SamplingParams& params) {
                         {"mean_acceptance_length", double(m.spec_steps + m.spec_accepted) / double(m.spec_steps)},
                         {"drafted_at", m.spec_drafted_at},
                         {"accepted_at", m.spec_accepted_at}};
+    if (!m.spec_calib_n.empty()) {
+      // The drafter's confidences against the outcomes, by decile, and their calibration
+      // error (sum over deciles |confidence sum - accepted| / drafts reached).
+      int64_t reached = 0;
+      double gap = 0;
+      for (size_t k = 0; k < m.spec_calib_n.size(); ++k)
+        reached += m.spec_calib_n[k], gap += std::fabs(m.spec_calib_conf[k] - double(m.spec_calib_accepted[k]));
+      j["speculative"]["calibration"] = {{"reached", m.spec_calib_n},
+                                         {"confidence_sum", m.spec_calib_conf},
+                                         {"accepted", m.spec_calib_accepted},
+                                         {"error", reached ? gap / double(reached) : 0.0}};
+    }
   }
   return j;
 }

@@ -331,6 +331,7 @@ void gemv4_scaled(const float* x, const PackedWeight& w, int64_t r0, int64_t nr,
 }
 
 constexpr int kGemmNr = 2;
+constexpr int kFewMr = 8;  // up to this many x rows share one tile (below the panel path's 8)
 // Weight rows a decode GEMV streams side by side (independent FMA chains, memory streams).
 // 4 for every format: 6 or 8 for the 1-byte ones measured no faster.
 constexpr int gemv_rows(Dec) { return 4; }
@@ -355,6 +356,14 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
     }
     constexpr int nr = gemv_rows(D);
     for (int64_t j = n0; j < n1; j += nr) tile<D, 1, nr>(x, 1, w, j, std::min<int64_t>(nr, n1 - j), y + j, ldy);
+    return;
+  }
+  if (m <= kFewMr) {
+    // A few rows (a speculative step verifying drafts): every x row in one tile, so each
+    // weight chunk is decoded once for all of them (4-row tiles decode it twice from 5
+    // rows on). Each output keeps its own accumulator: the same bits as any tiling.
+    for (int64_t j = n0; j < n1; j += kGemmNr)
+      tile<D, kFewMr, kGemmNr>(x, m, w, j, std::min<int64_t>(kGemmNr, n1 - j), y + j, ldy);
     return;
   }
   for (int64_t mb = 0; mb < m; mb += kMBlock) {
