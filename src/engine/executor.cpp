@@ -71,6 +71,7 @@ void Executor::apply_changes(const StepPlan& plan) {
 }
 
 void Executor::run(const StepPlan& plan, StepResult* out) {
+  const auto t0 = std::chrono::steady_clock::now();
   StepResult& result = *out;
   result.clear();
   result.step_id = plan.step_id;
@@ -302,6 +303,13 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     row.tokens.push_back(result.samples[size_t(r.sample_offset)].token);
   }
   if (draft_block_ > 0 && n > 0) run_drafter(plan, b, result);
+  if (!step_seconds_.empty() && n > 0 && n <= int64_t(step_seconds_.size())) {
+    // What a step costs beyond the profile's forward of n tokens (drafting, which runs
+    // whatever is verified, and the attention over each sequence's context), smoothed:
+    // varlen weighs each draft's cost against the whole step's.
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fixed_seconds_ = 0.8 * fixed_seconds_ + 0.2 * std::max(0.0, spent - step_seconds_[size_t(n - 1)]);
+  }
 }
 
 void Executor::choose_depths(const StepPlan& plan) {
@@ -331,7 +339,7 @@ void Executor::choose_depths(const StepPlan& plan) {
   for (const auto& c : vconf_) total += int64_t(c.size());
   vsec_.clear();
   for (int64_t b = 1; b <= total && other + b <= int64_t(step_seconds_.size()); ++b)
-    vsec_.push_back(step_seconds_[size_t(other + b - 1)]);
+    vsec_.push_back(step_seconds_[size_t(other + b - 1)] + fixed_seconds_);
   if (vsec_.size() < vrow_.size()) return;  // past the profile: verify everything
   for (auto& c : vconf_)
     for (double& x : c) x = std::clamp(x, 0.0, 1.0);

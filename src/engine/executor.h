@@ -94,6 +94,7 @@ class Executor {
   std::vector<sampling::RejectionScratch> rejection_scratch_;  // one per pool thread
   std::map<std::vector<int32_t>, std::vector<int32_t>> forced_;
   std::vector<double> step_seconds_;                        // varlen's profile (empty: fixed)
+  double fixed_seconds_ = 0;                                // a step's measured cost beyond it
   std::vector<int> depth_;                                  // per plan row: drafts to verify
   std::vector<std::vector<double>> vconf_;                  // scratch of the depth choice
   std::vector<double> vsec_;
