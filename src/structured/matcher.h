@@ -1,0 +1,109 @@
+// Byte-level matching of a Grammar (grammar.h) and the token masks it implies.
+//
+// The matcher runs a pushdown automaton: its state is a set of stacks, each a chain of
+// grammar positions ("match the element here, then return to the parent"), kept as
+// interned nodes so stacks share their tails. A rule reference is expanded into its
+// alternatives as soon as it is on top, so every live stack's top is a byte set; a byte
+// advances the stacks whose top set holds it. The empty stack means the grammar is
+// complete. Tokens are byte strings (partial UTF-8 included), matched byte by byte.
+//
+// Per request: Matcher (its own node arena, state and history). Per vocabulary:
+// TokenVocab (the tokens' bytes and a trie over them), shared read-only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "structured/grammar.h"
+
+namespace gannet::structured {
+
+// The vocabulary as bytes: token id -> its bytes (empty for special tokens that never
+// match grammar text), and the EOS ids a finished grammar allows.
+class TokenVocab {
+ public:
+  TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t> eos_ids);
+  int64_t size() const { return int64_t(bytes_.size()); }
+  const std::string& bytes(int32_t id) const { return bytes_[size_t(id)]; }
+  const std::vector<int32_t>& eos_ids() const { return eos_; }
+  bool is_eos(int32_t id) const;
+
+  // The trie over the non-empty tokens: node 0 is the root; children sorted by byte.
+  struct Node {
+    int32_t first_child = -1, n_children = 0;
+    uint8_t byte = 0;
+    int32_t first_token = -1, n_tokens = 0;  // into token_ids(): tokens ending here
+  };
+  const std::vector<Node>& trie() const { return trie_; }
+  const std::vector<int32_t>& token_ids() const { return trie_tokens_; }
+
+ private:
+  std::vector<std::string> bytes_;
+  std::vector<int32_t> eos_;
+  std::vector<Node> trie_;
+  std::vector<int32_t> trie_tokens_;
+};
+
+class Matcher {
+ public:
+  // max_rollback: how many accepted tokens rollback() can undo.
+  Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab, int max_rollback = 16);
+
+  // Feeds bytes; false (and no change) if the grammar cannot continue with all of them.
+  bool accept_bytes(std::string_view bytes);
+  // Feeds a token: its bytes, or an EOS where the grammar may end (then terminated).
+  // False (and no change) otherwise, or once terminated.
+  bool accept_token(int32_t id);
+  // mask[id / 32] bit id % 32 set for every token accept_token would take now.
+  // mask has (vocab size + 31) / 32 words.
+  void fill_next_token_bitmask(std::span<uint32_t> mask);
+  // Undoes the last k accepted tokens (k <= tokens accepted, <= max_rollback).
+  void rollback(int k);
+
+  bool can_end() const;                      // the bytes so far form a complete document
+  bool is_terminated() const { return terminated_; }  // an EOS was accepted
+  int64_t tokens_accepted() const { return accepted_; }
+
+ private:
+  struct NodeKey {
+    int32_t pos, parent;
+    bool operator==(const NodeKey& o) const { return pos == o.pos && parent == o.parent; }
+  };
+  struct NodeHash {
+    size_t operator()(const NodeKey& k) const { return std::hash<uint64_t>()((uint64_t(uint32_t(k.pos)) << 32) | uint32_t(k.parent)); }
+  };
+  static constexpr int32_t kAccept = -1;  // the empty stack
+
+  int32_t intern(int32_t pos, int32_t parent);
+  // Adds the configurations `pos` (under `parent`) expands to.
+  void expand(int32_t pos, int32_t parent, std::vector<int32_t>* out);
+  // out = the configurations after byte b from `from` (sorted, unique).
+  void step(const std::vector<int32_t>& from, uint8_t b, std::vector<int32_t>* out);
+  void normalize(std::vector<int32_t>* s) const;
+
+  std::shared_ptr<const Grammar> g_;
+  std::shared_ptr<const TokenVocab> vocab_;
+  int max_rollback_;
+  // The grammar flattened: each alternative's elements, then an end marker (-1 kind).
+  struct Flat {
+    int8_t kind;  // 0 bytes, 1 rule, 2 end of alternative
+    int32_t id;
+  };
+  std::vector<Flat> flat_;
+  std::vector<std::vector<int32_t>> alt_starts_;  // per rule
+  std::vector<NodeKey> nodes_;
+  std::unordered_map<NodeKey, int32_t, NodeHash> node_ids_;
+  std::vector<int32_t> state_;                 // configurations: node ids or kAccept
+  std::vector<std::vector<int32_t>> history_;  // states before each undoable token
+  bool terminated_ = false;
+  int64_t accepted_ = 0;
+  std::vector<uint8_t> seen_;  // expansion scratch
+  std::vector<std::vector<int32_t>> level_;  // mask scratch: the state at each trie depth
+};
+
+}  // namespace gannet::structured
