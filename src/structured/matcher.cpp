@@ -65,8 +65,30 @@ Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const T
   const int32_t top = int32_t(flat_.size());
   flat_.push_back({1, g_->root()});
   flat_.push_back({2, 0});
-  expand(top, kAccept, &state_);
-  normalize(&state_);
+  std::vector<int32_t> start;
+  expand(top, kAccept, &start);
+  normalize(&start);
+  state_ = set_id(start);
+}
+
+int32_t Matcher::set_id(const std::vector<int32_t>& s) {
+  auto it = set_ids_.find(s);
+  if (it != set_ids_.end()) return it->second;
+  const int32_t id = int32_t(sets_.size());
+  sets_.push_back(s);
+  set_ids_.emplace(s, id);
+  trans_.resize(trans_.size() + 256, -2);
+  return id;
+}
+
+int32_t Matcher::next(int32_t set, uint8_t b) {
+  int32_t& t = trans_[size_t(set) * 256 + b];
+  if (t != -2) return t;
+  const std::vector<int32_t> from = sets_[size_t(set)];  // a copy: set_id may grow sets_
+  step(from, b, &scratch_);
+  const int32_t id = scratch_.empty() ? -1 : set_id(scratch_);
+  trans_[size_t(set) * 256 + b] = id;  // t may dangle after set_id grew trans_
+  return id;
 }
 
 int32_t Matcher::intern(int32_t pos, int32_t parent) {
@@ -125,21 +147,23 @@ void Matcher::step(const std::vector<int32_t>& from, uint8_t b, std::vector<int3
 
 bool Matcher::accept_bytes(std::string_view bytes) {
   if (terminated_) return false;
-  std::vector<int32_t> cur = state_, next;
+  int32_t cur = state_;
   for (unsigned char b : bytes) {
-    step(cur, b, &next);
-    if (next.empty()) return false;
-    cur.swap(next);
+    cur = next(cur, b);
+    if (cur < 0) return false;
   }
-  state_ = std::move(cur);
+  state_ = cur;
   return true;
 }
 
-bool Matcher::can_end() const { return !state_.empty() && state_.front() == kAccept; }
+bool Matcher::can_end() const {
+  const std::vector<int32_t>& s = sets_[size_t(state_)];
+  return !s.empty() && s.front() == kAccept;
+}
 
 bool Matcher::accept_token(int32_t id) {
   if (terminated_ || id < 0 || id >= vocab_->size()) return false;
-  std::vector<int32_t> before = state_;
+  const int32_t before = state_;
   if (vocab_->is_eos(id)) {
     if (!can_end()) return false;
     terminated_ = true;
@@ -147,7 +171,7 @@ bool Matcher::accept_token(int32_t id) {
     const std::string& b = vocab_->bytes(id);
     if (b.empty() || !accept_bytes(b)) return false;
   }
-  history_.push_back(std::move(before));
+  history_.push_back(before);
   if (int(history_.size()) > max_rollback_) history_.erase(history_.begin());
   ++accepted_;
   return true;
@@ -168,26 +192,29 @@ void Matcher::fill_next_token_bitmask(std::span<uint32_t> mask) {
   GANNET_CHECK(int64_t(mask.size()) * 32 >= V, "token bitmask of ", mask.size(), " words for ", V, " tokens");
   std::fill(mask.begin(), mask.end(), 0u);
   if (terminated_) return;
+  if (auto it = masks_.find(state_); it != masks_.end()) {
+    std::copy(it->second.begin(), it->second.end(), mask.begin());
+    return;
+  }
   auto set = [&](int32_t id) { mask[size_t(id) / 32] |= 1u << (id % 32); };
   if (can_end())
     for (int32_t e : vocab_->eos_ids()) set(e);
   const auto& trie = vocab_->trie();
   const auto& toks = vocab_->token_ids();
-  if (level_.empty()) level_.resize(1);
-  level_[0] = state_;
   // Depth-first over the trie: a subtree is skipped as soon as its prefix is refused.
-  std::function<void(int32_t, size_t)> dfs = [&](int32_t node, size_t depth) {
+  std::function<void(int32_t, int32_t)> dfs = [&](int32_t node, int32_t from) {
     const TokenVocab::Node& n = trie[size_t(node)];
-    if (level_.size() < depth + 2) level_.resize(depth + 2);
     for (int32_t c = n.first_child; c < n.first_child + n.n_children; ++c) {
       const TokenVocab::Node& ch = trie[size_t(c)];
-      step(level_[depth], ch.byte, &level_[depth + 1]);
-      if (level_[depth + 1].empty()) continue;
+      const int32_t to = next(from, ch.byte);
+      if (to < 0) continue;
       for (int32_t t = ch.first_token; t < ch.first_token + ch.n_tokens; ++t) set(toks[size_t(t)]);
-      if (ch.n_children) dfs(c, depth + 1);
+      if (ch.n_children) dfs(c, to);
     }
   };
-  dfs(0, 0);
+  dfs(0, state_);
+  if (masks_.size() >= kMaskCache) masks_.clear();
+  masks_.emplace(state_, std::vector<uint32_t>(mask.begin(), mask.begin() + (V + 31) / 32));
 }
 
 }  // namespace gannet::structured

@@ -7,8 +7,12 @@
 // advances the stacks whose top set holds it. The empty stack means the grammar is
 // complete. Tokens are byte strings (partial UTF-8 included), matched byte by byte.
 //
-// Per request: Matcher (its own node arena, state and history). Per vocabulary:
-// TokenVocab (the tokens' bytes and a trie over them), shared read-only.
+// Stack sets met are numbered, and the transition of each (set, byte) is remembered once
+// computed: the automaton is determinised lazily, so a mask's walk over the vocabulary's
+// trie costs a table lookup per trie node where the sets repeat (inside a string, say).
+//
+// Per request: Matcher (its own node arena, sets, transitions, state and history). Per
+// vocabulary: TokenVocab (the tokens' bytes and a trie over them), shared read-only.
 #pragma once
 
 #include <cstdint>
@@ -80,6 +84,9 @@ class Matcher {
   static constexpr int32_t kAccept = -1;  // the empty stack
 
   int32_t intern(int32_t pos, int32_t parent);
+  // The id of a (sorted, unique) configuration set, and the set after byte b (-1: none).
+  int32_t set_id(const std::vector<int32_t>& s);
+  int32_t next(int32_t set, uint8_t b);
   // Adds the configurations `pos` (under `parent`) expands to.
   void expand(int32_t pos, int32_t parent, std::vector<int32_t>* out);
   // out = the configurations after byte b from `from` (sorted, unique).
@@ -98,12 +105,24 @@ class Matcher {
   std::vector<std::vector<int32_t>> alt_starts_;  // per rule
   std::vector<NodeKey> nodes_;
   std::unordered_map<NodeKey, int32_t, NodeHash> node_ids_;
-  std::vector<int32_t> state_;                 // configurations: node ids or kAccept
-  std::vector<std::vector<int32_t>> history_;  // states before each undoable token
+  struct VecHash {
+    size_t operator()(const std::vector<int32_t>& v) const {
+      uint64_t h = 0x9e3779b97f4a7c15ull;
+      for (int32_t x : v) h = (h ^ uint32_t(x)) * 0x100000001b3ull;
+      return size_t(h);
+    }
+  };
+  std::vector<std::vector<int32_t>> sets_;  // configuration sets: node ids or kAccept
+  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> set_ids_;
+  std::vector<int32_t> trans_;              // [set * 256 + byte]: next set, -1 none, -2 unknown
+  int32_t state_ = -1;                      // the current set
+  std::vector<int32_t> history_;            // sets before each undoable token
   bool terminated_ = false;
   int64_t accepted_ = 0;
-  std::vector<uint8_t> seen_;  // expansion scratch
-  std::vector<std::vector<int32_t>> level_;  // mask scratch: the state at each trie depth
+  std::vector<int32_t> scratch_;
+  // Masks of recently seen sets (a set's mask never changes): kMaskCache at most.
+  static constexpr size_t kMaskCache = 64;
+  std::unordered_map<int32_t, std::vector<uint32_t>> masks_;
 };
 
 }  // namespace gannet::structured
