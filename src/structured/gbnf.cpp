@@ -42,9 +42,9 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(const std::string& t) : s_(t) {}
+  Parser(const std::string& t, Grammar& g) : s_(t), g_(g) {}
 
-  Grammar run(const std::string& root) {
+  void rules() {
     skip(true);
     while (i_ < s_.size()) {
       const size_t at = i_;
@@ -58,12 +58,15 @@ class Parser {
       alternates(r);
       skip(true);
     }
+  }
+
+  void run(const std::string& root) {
+    rules();
     bool found = false;
     for (size_t r = 0; r < g_.rules().size(); ++r) found |= g_.rules()[r].name == root && g_.defined(int32_t(r));
     if (!found) fail("grammar: no rule named '", root, "' (the root)");
     g_.set_root(g_.rule(root));
     g_.check();
-    return std::move(g_);
   }
 
  private:
@@ -262,12 +265,18 @@ class Parser {
 
   const std::string& s_;
   size_t i_ = 0;
-  Grammar g_;
+  Grammar& g_;
   std::set<std::string> defined_;
 };
 
 }  // namespace
 
-Grammar parse_gbnf(const std::string& text, const std::string& root) { return Parser(text).run(root); }
+Grammar parse_gbnf(const std::string& text, const std::string& root) {
+  Grammar g;
+  Parser(text, g).run(root);
+  return g;
+}
+
+void add_gbnf(Grammar& g, const std::string& text) { Parser(text, g).rules(); }
 
 }  // namespace gannet::structured

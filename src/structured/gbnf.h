@@ -15,6 +15,9 @@ namespace gannet::structured {
 // gannet::Error naming the line and column of a syntax error, an undefined rule, a
 // duplicate definition or left recursion.
 Grammar parse_gbnf(const std::string& text, const std::string& root = "root");
+// The rules of `text` added to g (they may refer to rules g already defines, by name);
+// no root is set and nothing is checked (callers check the finished grammar).
+void add_gbnf(Grammar& g, const std::string& text);
 
 // A helper rule matching `inner` repeated min..max times (max < 0: unbounded), built from
 // right-recursive rules (front ends share it).

@@ -95,6 +95,51 @@ void Grammar::check() const {
     if (state[r] == 0) visit(int32_t(r));
 }
 
+void Grammar::restrict_bytes(int32_t root, const ByteSet& allowed) {
+  std::vector<bool> seen(rules_.size(), false);
+  std::vector<int32_t> todo = {root};
+  seen[size_t(root)] = true;
+  while (!todo.empty()) {
+    const int32_t r = todo.back();
+    todo.pop_back();
+    auto& alts = rules_[size_t(r)].alts;
+    std::vector<std::vector<Element>> kept;
+    for (auto& alt : alts) {
+      bool ok = true;
+      for (Element& e : alt) {
+        if (e.kind == Element::Kind::kRule) {
+          if (!seen[size_t(e.id)]) seen[size_t(e.id)] = true, todo.push_back(e.id);
+          continue;
+        }
+        const ByteSet s = sets_[size_t(e.id)] & allowed;
+        if (s.none()) ok = false;
+        else e.id = bytes(s);
+      }
+      if (ok) kept.push_back(std::move(alt));
+    }
+    alts = std::move(kept);
+  }
+  // Rules left without alternatives match nothing: drop the alternatives using them, to
+  // a fixpoint; the root must survive.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules_.size(); ++r) {
+      if (!seen[r]) continue;
+      auto& alts = rules_[r].alts;
+      const size_t before = alts.size();
+      alts.erase(std::remove_if(alts.begin(), alts.end(),
+                                [&](const std::vector<Element>& alt) {
+                                  for (const Element& e : alt)
+                                    if (e.kind == Element::Kind::kRule && rules_[size_t(e.id)].alts.empty()) return true;
+                                  return false;
+                                }),
+                 alts.end());
+      changed |= alts.size() != before;
+    }
+  }
+  if (rules_[size_t(root)].alts.empty()) fail("grammar: rule '", rules_[size_t(root)].name, "' matches nothing once restricted");
+}
+
 std::string Grammar::to_string() const {
   std::ostringstream os;
   auto set_str = [&](const ByteSet& s) {

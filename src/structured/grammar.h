@@ -49,6 +49,12 @@ class Grammar {
   // The rule's name, and whether it was ever given an alternative (defined).
   bool defined(int32_t r) const { return defined_[size_t(r)]; }
 
+  // Intersects every byte set reachable from rule r with `allowed`, dropping the
+  // alternatives that can no longer match (front ends: a regex inside a JSON string may
+  // not produce bytes JSON would have to escape). Those rules must not be shared with
+  // other parts of the grammar. Throws gannet::Error if r can then match nothing.
+  void restrict_bytes(int32_t r, const ByteSet& allowed);
+
   // Human-readable dump (tests, debugging): name ::= alternatives with [byte ranges].
   std::string to_string() const;
 

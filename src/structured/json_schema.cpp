@@ -1,0 +1,321 @@
+#include "structured/json_schema.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "structured/gbnf.h"
+#include "structured/regex.h"
+
+namespace gannet::structured {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// The JSON building blocks every schema grammar may use (compact).
+const char* kPreamble = R"G(
+jv ::= jobj | jarr | jstr | jnum | "true" | "false" | "null"
+jobj ::= "{" ( jmem ( "," jmem )* )? "}"
+jmem ::= jstr ":" jv
+jarr ::= "[" ( jv ( "," jv )* )? "]"
+jstr ::= "\"" jchar* "\""
+jchar ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+jnum ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+jint ::= "-"? ( "0" | [1-9] [0-9]* )
+juint ::= "0" | [1-9] [0-9]*
+)G";
+
+const std::map<std::string, std::string> kFormats = {
+    {"date", "\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])"},
+    {"time", "([01]\\d|2[0-3]):[0-5]\\d:([0-5]\\d|60)(\\.\\d+)?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"},
+    {"date-time",
+     "\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])T([01]\\d|2[0-3]):[0-5]\\d:([0-5]\\d|60)(\\.\\d+)?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"},
+    {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
+    {"email", "[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)+"},
+};
+
+const std::set<std::string> kAnnotations = {"title",  "description", "default",    "examples", "$schema",
+                                            "$id",    "$comment",    "deprecated", "readOnly", "writeOnly"};
+const std::set<std::string> kKeywords = {"type",      "properties", "required", "additionalProperties", "enum",
+                                         "const",     "anyOf",      "oneOf",    "allOf",                "items",
+                                         "prefixItems", "minItems", "maxItems", "minLength",            "maxLength",
+                                         "pattern",   "format",     "$ref",     "$defs",                "definitions",
+                                         "minimum"};
+
+// A GBNF literal for these bytes.
+std::string lit(const std::string& bytes) {
+  std::string out = "\"";
+  for (unsigned char c : bytes) {
+    if (c == '"' || c == '\\') out += '\\', out += char(c);
+    else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+class Compiler {
+ public:
+  explicit Compiler(const Json& root) : root_(root) {}
+
+  Grammar run() {
+    const std::string top = rule_for(root_, "");
+    add_gbnf(g_, std::string(kPreamble) + text_ + "root ::= " + top + "\n");
+    g_.set_root(g_.rule("root"));
+    g_.check();
+    return std::move(g_);
+  }
+
+ private:
+  [[noreturn]] void bad(const std::string& ptr, const std::string& what) {
+    fail("JSON schema at '", ptr.empty() ? "#" : "#" + ptr, "': ", what);
+  }
+
+  std::string fresh(const std::string& hint) { return "s" + std::to_string(n_++) + "-" + hint; }
+
+  // The name of a rule matching schema s (at JSON pointer ptr).
+  std::string rule_for(const Json& s, const std::string& ptr) {
+    if (s.is_boolean()) {
+      if (!s.get<bool>()) bad(ptr, "the schema false matches nothing");
+      return "jv";
+    }
+    if (!s.is_object()) bad(ptr, "a schema must be an object or a boolean");
+    for (auto it = s.begin(); it != s.end(); ++it)
+      if (!kKeywords.count(it.key()) && !kAnnotations.count(it.key()))
+        bad(ptr + "/" + it.key(), "keyword '" + it.key() + "' is not supported");
+    if (s.contains("$ref")) {
+      if (s.size() > 1)
+        for (auto it = s.begin(); it != s.end(); ++it)
+          if (it.key() != "$ref" && it.key() != "$defs" && it.key() != "definitions" && !kAnnotations.count(it.key()))
+            bad(ptr + "/" + it.key(), "keywords next to $ref are not supported");
+      return ref(s["$ref"], ptr + "/$ref");
+    }
+    const std::string name = fresh("node");
+    std::vector<std::string> alts;
+    if (s.contains("enum") || s.contains("const")) {
+      if (s.contains("const")) alts.push_back(lit(s["const"].dump()));
+      else {
+        if (!s["enum"].is_array() || s["enum"].empty()) bad(ptr + "/enum", "enum must be a non-empty array");
+        for (const Json& v : s["enum"]) alts.push_back(lit(v.dump()));
+      }
+    } else if (s.contains("anyOf") || s.contains("oneOf")) {
+      const char* k = s.contains("anyOf") ? "anyOf" : "oneOf";
+      if (!s[k].is_array() || s[k].empty()) bad(ptr + "/" + k, std::string(k) + " must be a non-empty array");
+      for (size_t i = 0; i < s[k].size(); ++i) alts.push_back(rule_for(s[k][i], ptr + "/" + k + "/" + std::to_string(i)));
+    } else if (s.contains("allOf")) {
+      if (!s["allOf"].is_array() || s["allOf"].size() != 1)
+        bad(ptr + "/allOf", "allOf is supported with exactly one schema");
+      alts.push_back(rule_for(s["allOf"][0], ptr + "/allOf/0"));
+    } else {
+      std::vector<std::string> types;
+      if (s.contains("type")) {
+        const Json& t = s["type"];
+        if (t.is_string()) types.push_back(t.get<std::string>());
+        else if (t.is_array())
+          for (const Json& x : t) {
+            if (!x.is_string()) bad(ptr + "/type", "type names must be strings");
+            types.push_back(x.get<std::string>());
+          }
+        else bad(ptr + "/type", "type must be a string or an array of strings");
+      } else if (s.contains("properties") || s.contains("additionalProperties") || s.contains("required")) {
+        types.push_back("object");
+      } else if (s.contains("items") || s.contains("prefixItems")) {
+        types.push_back("array");
+      } else if (s.contains("pattern") || s.contains("format") || s.contains("minLength") || s.contains("maxLength")) {
+        types.push_back("string");
+      }
+      if (types.empty()) alts.push_back("jv");
+      for (const std::string& t : types) alts.push_back(typed(s, t, ptr));
+    }
+    std::string body;
+    for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
+    text_ += name + " ::= " + body + "\n";
+    return name;
+  }
+
+  std::string ref(const Json& r, const std::string& ptr) {
+    if (!r.is_string()) bad(ptr, "$ref must be a string");
+    const std::string target = r.get<std::string>();
+    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
+    const Json* node = nullptr;
+    if (target == "#") node = &root_;
+    for (const char* defs : {"#/$defs/", "#/definitions/"}) {
+      const std::string p = defs;
+      if (target.rfind(p, 0) == 0) {
+        const std::string key = target.substr(p.size()), coll = p.substr(2, p.size() - 3);
+        if (root_.contains(coll) && root_[coll].contains(key)) node = &root_[coll][key];
+      }
+    }
+    if (!node) bad(ptr, "$ref '" + target + "' does not resolve (only #, #/$defs/NAME and #/definitions/NAME)");
+    // Named before it is compiled, so a recursive reference finds it.
+    const std::string name = fresh("ref");
+    refs_[target] = name;
+    const std::string body = rule_for(*node, target.substr(1));
+    text_ += name + " ::= " + body + "\n";
+    return name;
+  }
+
+  int64_t count(const Json& s, const char* k, const std::string& ptr, int64_t dflt) {
+    if (!s.contains(k)) return dflt;
+    if (!s[k].is_number_integer() || s[k].get<int64_t>() < 0 || s[k].get<int64_t>() > 10000)
+      bad(ptr + "/" + k, std::string(k) + " must be an integer in [0, 10000]");
+    return s[k].get<int64_t>();
+  }
+
+  std::string typed(const Json& s, const std::string& t, const std::string& ptr) {
+    if (t == "null") return "\"null\"";
+    if (t == "boolean") return "( \"true\" | \"false\" )";
+    if (t == "number") {
+      if (s.contains("minimum")) bad(ptr + "/minimum", "minimum is supported for integers only (0)");
+      return "jnum";
+    }
+    if (t == "integer") {
+      if (!s.contains("minimum")) return "jint";
+      if (!(s["minimum"].is_number() && s["minimum"].get<double>() == 0))
+        bad(ptr + "/minimum", "only minimum 0 is supported for integers yet");
+      return "juint";
+    }
+    if (t == "string") return string_rule(s, ptr);
+    if (t == "array") return array_rule(s, ptr);
+    if (t == "object") return object_rule(s, ptr);
+    bad(ptr + "/type", "unknown type '" + t + "'");
+  }
+
+  std::string string_rule(const Json& s, const std::string& ptr) {
+    std::string pattern;
+    if (s.contains("format")) {
+      if (!s["format"].is_string() || !kFormats.count(s["format"].get<std::string>()))
+        bad(ptr + "/format", "format '" + s["format"].dump() + "' is not supported (date, time, date-time, uuid, email)");
+      pattern = kFormats.at(s["format"].get<std::string>());
+    }
+    if (s.contains("pattern")) {
+      if (!pattern.empty()) bad(ptr + "/pattern", "pattern together with format is not supported");
+      if (!s["pattern"].is_string()) bad(ptr + "/pattern", "pattern must be a string");
+      pattern = s["pattern"].get<std::string>();
+      // Patterns search (ECMAScript semantics): unanchored sides match anything.
+      const bool start = !pattern.empty() && pattern[0] == '^';
+      const bool end = !pattern.empty() && pattern.back() == '$' && (pattern.size() < 2 || pattern[pattern.size() - 2] != '\\');
+      pattern = (start ? "" : "[^]*") + std::string("(?:") + pattern.substr(start ? 1 : 0, pattern.size() - (start ? 1 : 0) - (end ? 1 : 0)) + ")" + (end ? "" : "[^]*");
+    }
+    if (!pattern.empty()) {
+      if (s.contains("minLength") || s.contains("maxLength"))
+        bad(ptr + "/minLength", "minLength / maxLength together with pattern or format are not supported");
+      int32_t r;
+      try {
+        r = add_regex(g_, pattern, "pattern");
+        ByteSet safe;
+        safe.set();
+        for (int b = 0; b < 0x20; ++b) safe.reset(size_t(b));
+        safe.reset('"');
+        safe.reset('\\');
+        g_.restrict_bytes(r, safe);
+      } catch (const Error& e) {
+        bad(ptr + (s.contains("pattern") ? "/pattern" : "/format"), e.what());
+      }
+      return "\"\\\"\" " + g_.rules()[size_t(r)].name + " \"\\\"\"";
+    }
+    const int64_t lo = count(s, "minLength", ptr, 0), hi = count(s, "maxLength", ptr, -1);
+    if (hi >= 0 && hi < lo) bad(ptr + "/maxLength", "maxLength is below minLength");
+    if (lo == 0 && hi < 0) return "jstr";
+    return "\"\\\"\" jchar{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") + "} \"\\\"\"";
+  }
+
+  std::string array_rule(const Json& s, const std::string& ptr) {
+    std::vector<std::string> prefix;
+    if (s.contains("prefixItems")) {
+      if (!s["prefixItems"].is_array()) bad(ptr + "/prefixItems", "prefixItems must be an array");
+      for (size_t i = 0; i < s["prefixItems"].size(); ++i)
+        prefix.push_back(rule_for(s["prefixItems"][i], ptr + "/prefixItems/" + std::to_string(i)));
+    }
+    const bool no_more = s.contains("items") && s["items"].is_boolean() && !s["items"].get<bool>();
+    const std::string item = no_more ? "" : s.contains("items") ? rule_for(s["items"], ptr + "/items") : "jv";
+    int64_t lo = count(s, "minItems", ptr, 0), hi = count(s, "maxItems", ptr, -1);
+    if (hi >= 0 && hi < lo) bad(ptr + "/maxItems", "maxItems is below minItems");
+    if (!prefix.empty()) {
+      if (s.contains("minItems") || s.contains("maxItems"))
+        bad(ptr + "/minItems", "minItems / maxItems together with prefixItems are not supported");
+      std::string body = "\"[\"";
+      for (size_t i = 0; i < prefix.size(); ++i) body += (i ? " \",\" " : " ") + prefix[i];
+      if (!no_more) body += " ( \",\" " + item + " )*";
+      return "( " + body + " \"]\" )";
+    }
+    if (no_more || hi == 0) return "( \"[\" \"]\" )";
+    const std::string more = "( \",\" " + item + " ){" + std::to_string(lo > 0 ? lo - 1 : 0) + "," +
+                             (hi >= 0 ? std::to_string(hi - 1) : "") + "}";
+    if (lo == 0) return "( \"[\" ( " + item + " " + more + " )? \"]\" )";
+    return "( \"[\" " + item + " " + more + " \"]\" )";
+  }
+
+  std::string object_rule(const Json& s, const std::string& ptr) {
+    std::vector<std::pair<std::string, std::string>> props;  // (member rule, key)
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) bad(ptr + "/required", "required must be an array of names");
+      for (const Json& k : s["required"]) {
+        if (!k.is_string()) bad(ptr + "/required", "required must be an array of names");
+        required.insert(k.get<std::string>());
+      }
+    }
+    if (s.contains("properties")) {
+      if (!s["properties"].is_object()) bad(ptr + "/properties", "properties must be an object");
+      for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
+        const std::string v = rule_for(it.value(), ptr + "/properties/" + it.key());
+        const std::string m = fresh("member");
+        text_ += m + " ::= " + lit(Json(it.key()).dump()) + " \":\" " + v + "\n";
+        props.push_back({m, it.key()});
+      }
+    }
+    for (const std::string& k : required) {
+      bool found = false;
+      for (auto& p : props) found |= p.second == k;
+      if (!found) bad(ptr + "/required", "required property '" + k + "' is not in properties");
+    }
+    std::string extra;
+    if (s.contains("additionalProperties")) {
+      const Json& a = s["additionalProperties"];
+      if (!(a.is_boolean() && !a.get<bool>())) {
+        const std::string v = a.is_boolean() ? "jv" : rule_for(a, ptr + "/additionalProperties");
+        extra = fresh("extra");
+        text_ += extra + " ::= jstr \":\" " + v + "\n";
+      }
+    }
+    // head_i: the members from i on when none was written yet; tail_i: after one was.
+    const size_t n = props.size();
+    std::vector<std::string> head(n + 1), tail(n + 1);
+    for (size_t i = 0; i <= n; ++i) head[i] = fresh("head"), tail[i] = fresh("tail");
+    text_ += tail[n] + " ::= " + (extra.empty() ? "\"\"" : "( \",\" " + extra + " )*") + "\n";
+    text_ += head[n] + " ::= " + (extra.empty() ? "\"\"" : "( " + extra + " ( \",\" " + extra + " )* )?") + "\n";
+    for (size_t i = n; i-- > 0;) {
+      const bool req = required.count(props[i].second) > 0;
+      text_ += tail[i] + " ::= \",\" " + props[i].first + " " + tail[i + 1] + (req ? "" : " | " + tail[i + 1]) + "\n";
+      text_ += head[i] + " ::= " + props[i].first + " " + tail[i + 1] + (req ? "" : " | " + head[i + 1]) + "\n";
+    }
+    return "( \"{\" " + head[0] + " \"}\" )";
+  }
+
+  const Json& root_;
+  Grammar g_;
+  std::string text_;
+  std::map<std::string, std::string> refs_;
+  int64_t n_ = 0;
+};
+
+}  // namespace
+
+Grammar compile_json_schema(const std::string& schema_json) {
+  Json j;
+  try {
+    j = Json::parse(schema_json);
+  } catch (const std::exception& e) {
+    fail("JSON schema: not valid JSON: ", e.what());
+  }
+  return Compiler(j).run();
+}
+
+}  // namespace gannet::structured

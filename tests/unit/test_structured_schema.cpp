@@ -1,0 +1,150 @@
+// JSON Schema into the byte grammar: for schemas of varied shapes, documents that are
+// valid (in the schema's property order, compact) are accepted and invalid ones refused;
+// unsupported keywords are named with their JSON pointer; documents sampled from the
+// masks parse as JSON and satisfy the schema's constraints.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <cctype>
+#include <random>
+
+#include "core/error.h"
+#include "structured/json_schema.h"
+#include "structured/matcher.h"
+
+using namespace gannet::structured;
+
+namespace {
+
+std::shared_ptr<const TokenVocab> bytes_vocab() {
+  std::vector<std::string> t;
+  for (int b = 0; b < 256; ++b) t.push_back(std::string(1, char(b)));
+  t.push_back("");
+  return std::make_shared<const TokenVocab>(t, std::vector<int32_t>{256});
+}
+
+bool accepts(const std::string& schema, const std::string& doc) {
+  auto g = std::make_shared<const Grammar>(compile_json_schema(schema));
+  Matcher m(g, bytes_vocab(), 0);
+  return m.accept_bytes(doc) && m.can_end();
+}
+
+std::string error_of(const std::string& schema) {
+  try {
+    compile_json_schema(schema);
+  } catch (const gannet::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(JsonSchema, ObjectsArraysEnumsAndTypes) {
+  const std::string person = R"({"type":"object","properties":{"name":{"type":"string","minLength":1},
+    "age":{"type":"integer","minimum":0},"tags":{"type":"array","items":{"type":"string"},"maxItems":2}},
+    "required":["name"],"additionalProperties":false})";
+  EXPECT_TRUE(accepts(person, R"({"name":"Ann","age":31,"tags":["a","b"]})"));
+  EXPECT_TRUE(accepts(person, R"({"name":"Ann"})"));
+  EXPECT_TRUE(accepts(person, R"({"name":"Ann","tags":[]})"));
+  EXPECT_FALSE(accepts(person, R"({"age":31})"));                  // name is required
+  EXPECT_FALSE(accepts(person, R"({"name":""})"));                 // minLength 1
+  EXPECT_FALSE(accepts(person, R"({"name":"A","age":-1})"));       // minimum 0
+  EXPECT_FALSE(accepts(person, R"({"name":"A","x":1})"));          // no additional properties
+  EXPECT_FALSE(accepts(person, R"({"name":"A","tags":["a","b","c"]})"));  // maxItems 2
+  EXPECT_FALSE(accepts(person, R"({"name":"A",})"));
+
+  const std::string open = R"({"properties":{"a":{"const":1}},"additionalProperties":{"type":"boolean"}})";
+  EXPECT_TRUE(accepts(open, R"({"a":1,"x":true,"y":false})"));
+  EXPECT_TRUE(accepts(open, R"({"x":true})"));
+  EXPECT_FALSE(accepts(open, R"({"a":2})"));
+  EXPECT_FALSE(accepts(open, R"({"a":1,"x":3})"));
+
+  const std::string misc = R"({"anyOf":[{"enum":["red","green",3,null]},{"type":["boolean","number"]},
+    {"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":false},
+    {"type":"array","items":{"type":"null"},"minItems":2,"maxItems":3}]})";
+  for (const char* ok : {R"("red")", "3", "null", "true", "-1.5e3", R"([1,"x"])", "[null,null]", "[null,null,null]"})
+    EXPECT_TRUE(accepts(misc, ok)) << ok;
+  for (const char* bad : {R"("blue")", R"([1,"x",2])", "[null]", "[null,null,null,null]", R"({"a":1})", "[1]"})
+    EXPECT_FALSE(accepts(misc, bad)) << bad;
+}
+
+TEST(JsonSchema, RefsRecursionPatternsAndFormats) {
+  const std::string tree = R"({"$ref":"#/$defs/node","$defs":{"node":{"type":"object",
+    "properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},
+    "required":["v","kids"]}}})";
+  EXPECT_TRUE(accepts(tree, R"({"v":1,"kids":[{"v":2,"kids":[]},{"v":3,"kids":[{"v":4,"kids":[]}]}]})"));
+  EXPECT_FALSE(accepts(tree, R"({"v":1,"kids":[{"v":2}]})"));
+  const std::string fmt = R"({"type":"object","properties":{"d":{"type":"string","format":"date"},
+    "id":{"type":"string","format":"uuid"},"code":{"type":"string","pattern":"^[A-Z]{2}\\d+$"},
+    "any":{"type":"string","pattern":"x"}},"required":["d","id","code","any"]})";
+  EXPECT_TRUE(accepts(fmt, R"({"d":"2026-11-30","id":"123e4567-e89b-12d3-a456-426614174000","code":"AB12","any":"..x.."})"));
+  EXPECT_FALSE(accepts(fmt, R"({"d":"2026-13-30","id":"123e4567-e89b-12d3-a456-426614174000","code":"AB12","any":"x"})"));
+  EXPECT_FALSE(accepts(fmt, R"({"d":"2026-11-30","id":"123e4567","code":"AB12","any":"x"})"));
+  EXPECT_FALSE(accepts(fmt, R"({"d":"2026-11-30","id":"123e4567-e89b-12d3-a456-426614174000","code":"Ab12","any":"x"})"));
+  EXPECT_FALSE(accepts(fmt, R"({"d":"2026-11-30","id":"123e4567-e89b-12d3-a456-426614174000","code":"AB12","any":"y"})"));
+}
+
+TEST(JsonSchema, UnsupportedKeywordsAreNamedWithTheirPointer) {
+  EXPECT_NE(error_of(R"({"properties":{"a":{"type":"string","contentEncoding":"base64"}}})")
+                .find("'#/properties/a/contentEncoding'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"number","minimum":1})").find("#/minimum"), std::string::npos);
+  EXPECT_NE(error_of(R"({"$ref":"#/$defs/missing"})").find("does not resolve"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"strin"})").find("unknown type 'strin'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","format":"ipv4"})").find("#/format"), std::string::npos);
+  EXPECT_NE(error_of(R"({"required":["x"],"properties":{}})").find("'x' is not in properties"), std::string::npos);
+  EXPECT_NE(error_of("{not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(R"J({"type":"string","pattern":"(?=a)"})J").find("#/pattern"), std::string::npos);
+}
+
+TEST(JsonSchema, SampledDocumentsSatisfyTheSchema) {
+  const std::string schema = R"({"type":"object","properties":{"id":{"type":"integer","minimum":0},
+    "kind":{"enum":["a","b"]},"tags":{"type":"array","items":{"type":"string","maxLength":3},"maxItems":3},
+    "ok":{"type":"boolean"}},"required":["id","kind"]})";
+  auto g = std::make_shared<const Grammar>(compile_json_schema(schema));
+  auto vocab = bytes_vocab();
+  std::mt19937 rng(5);
+  std::vector<uint32_t> mask(9);
+  int done = 0;
+  for (int walk = 0; walk < 300; ++walk) {
+    Matcher m(g, vocab, 0);
+    std::string doc;
+    for (int step = 0; step < 300 && !m.is_terminated(); ++step) {
+      m.fill_next_token_bitmask(mask);
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < 257; ++t)
+        if (mask[size_t(t) / 32] >> (t % 32) & 1) allowed.push_back(t);
+      ASSERT_FALSE(allowed.empty()) << doc;
+      int32_t t = allowed[rng() % allowed.size()];
+      if (m.can_end()) t = 256;
+      else if (step > 80) t = allowed.back() == 256 ? 256 : allowed[0];  // head for the end
+      ASSERT_TRUE(m.accept_token(t));
+      if (t != 256) doc += char(t);
+    }
+    if (!m.is_terminated()) continue;
+    ++done;
+    ASSERT_TRUE(nlohmann::json::accept(doc)) << doc;
+    const auto j = nlohmann::json::parse(doc);
+    // An integer of any size (past 64 bits nlohmann keeps it as a double), never negative.
+    ASSERT_TRUE(j.is_object() && j.contains("id") && j["id"].is_number() && j["id"].get<double>() >= 0) << doc;
+    {
+      const size_t at = doc.find("\"id\":") + 5;
+      for (size_t k = at; k < doc.size() && doc[k] != ',' && doc[k] != '}'; ++k)
+        ASSERT_TRUE(std::isdigit((unsigned char)doc[k])) << doc;
+    }
+    ASSERT_TRUE(j["kind"] == "a" || j["kind"] == "b") << doc;
+    if (j.contains("tags")) {
+      ASSERT_LE(j["tags"].size(), 3u) << doc;
+      for (const auto& s : j["tags"]) {
+        ASSERT_TRUE(s.is_string()) << doc;
+        size_t chars = 0;  // maxLength counts code points
+        for (unsigned char c : s.get<std::string>()) chars += (c & 0xC0) != 0x80;
+        ASSERT_LE(chars, 3u) << doc;
+      }
+    }
+    for (auto it = j.begin(); it != j.end(); ++it)
+      ASSERT_TRUE(it.key() == "id" || it.key() == "kind" || it.key() == "tags" || it.key() == "ok") << doc;
+  }
+  EXPECT_GT(done, 100);
+}
