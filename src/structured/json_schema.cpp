@@ -1,6 +1,8 @@
 #include "structured/json_schema.h"
 
+#include <cmath>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -42,7 +44,7 @@ const std::set<std::string> kKeywords = {"type",      "properties", "required", 
                                          "const",     "anyOf",      "oneOf",    "allOf",                "items",
                                          "prefixItems", "minItems", "maxItems", "minLength",            "maxLength",
                                          "pattern",   "format",     "$ref",     "$defs",                "definitions",
-                                         "minimum"};
+                                         "minimum",   "maximum",    "exclusiveMinimum", "exclusiveMaximum"};
 
 // A GBNF literal for these bytes.
 std::string lit(const std::string& bytes) {
@@ -172,19 +174,103 @@ class Compiler {
     if (t == "null") return "\"null\"";
     if (t == "boolean") return "( \"true\" | \"false\" )";
     if (t == "number") {
-      if (s.contains("minimum")) bad(ptr + "/minimum", "minimum is supported for integers only (0)");
+      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+        if (s.contains(k)) bad(ptr + "/" + k, std::string(k) + " is supported for integers only");
       return "jnum";
     }
-    if (t == "integer") {
-      if (!s.contains("minimum")) return "jint";
-      if (!(s["minimum"].is_number() && s["minimum"].get<double>() == 0))
-        bad(ptr + "/minimum", "only minimum 0 is supported for integers yet");
-      return "juint";
-    }
+    if (t == "integer") return integer_rule(s, ptr);
     if (t == "string") return string_rule(s, ptr);
     if (t == "array") return array_rule(s, ptr);
     if (t == "object") return object_rule(s, ptr);
     bad(ptr + "/type", "unknown type '" + t + "'");
+  }
+
+  // Integers in [lo, hi] (either side open), decimal without leading zeros.
+  std::string integer_rule(const Json& s, const std::string& ptr) {
+    constexpr int64_t kLimit = int64_t(1) << 53;  // bounds beyond doubles' exact integers are refused
+    std::optional<int64_t> lo, hi;
+    auto bound = [&](const char* k, bool exclusive, bool is_min) {
+      if (!s.contains(k)) return;
+      const Json& v = s[k];
+      if (!v.is_number()) bad(ptr + "/" + k, std::string(k) + " must be a number");
+      const double d = v.get<double>();
+      if (!(std::fabs(d) < double(kLimit))) bad(ptr + "/" + k, std::string(k) + " beyond 2^53 is not supported");
+      // The tightest integer bound: ceil for minimums, floor for maximums.
+      int64_t b = is_min ? int64_t(std::ceil(d)) : int64_t(std::floor(d));
+      if (exclusive && double(b) == d) b += is_min ? 1 : -1;
+      if (is_min) lo = lo ? std::max(*lo, b) : b;
+      else hi = hi ? std::min(*hi, b) : b;
+    };
+    bound("minimum", false, true);
+    bound("exclusiveMinimum", true, true);
+    bound("maximum", false, false);
+    bound("exclusiveMaximum", true, false);
+    if (lo && hi && *lo > *hi) bad(ptr + "/minimum", "the integer range is empty");
+    if (!lo && !hi) return "jint";
+    std::vector<std::string> alts;
+    // Non-negative part [max(lo, 0), hi].
+    if (!hi || *hi >= 0) for (const std::string& p : nonneg_range(std::max<int64_t>(lo.value_or(0), 0), hi)) alts.push_back(p);
+    // Negative part: -x for x in [max(1, -hi), -lo].
+    if (!lo || *lo < 0) {
+      const int64_t a = hi && *hi < 0 ? -*hi : 1;
+      std::optional<int64_t> b;
+      if (lo) b = -*lo;
+      for (const std::string& p : nonneg_range(a, b)) alts.push_back("\"-\" " + p);
+    }
+    std::string body;
+    for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + std::string("( ") + alts[i] + " )";
+    const std::string name = fresh("int");
+    text_ += name + " ::= " + body + "\n";
+    return name;
+  }
+
+  // GBNF sequences for the decimal integers in [a, b] (b open when absent), a >= 0.
+  static std::vector<std::string> nonneg_range(int64_t a, std::optional<int64_t> b) {
+    std::vector<std::string> out;
+    auto digits = [](int64_t v) { return std::to_string(v); };
+    auto pow10 = [](size_t n) {
+      int64_t p = 1;
+      for (size_t i = 0; i < n; ++i) p *= 10;
+      return p;
+    };
+    const size_t la = digits(a).size();
+    const size_t lb = b ? digits(*b).size() : la;
+    for (size_t L = la; L <= lb; ++L) {
+      const int64_t lo = std::max<int64_t>(a, L == 1 ? 0 : pow10(L - 1));
+      const int64_t hi = b ? std::min<int64_t>(*b, pow10(L) - 1) : pow10(L) - 1;
+      if (lo > hi) continue;
+      same_length(digits(lo), digits(hi), "", &out);
+    }
+    if (!b) out.push_back("[1-9] [0-9]{" + std::to_string(la) + ",}");  // every longer number
+    return out;
+  }
+
+  // Strings of equal length between lo and hi, digit by digit (leading zeros allowed
+  // past the first position), each as GBNF after `prefix`.
+  static void same_length(const std::string& lo, const std::string& hi, const std::string& prefix,
+                          std::vector<std::string>* out) {
+    const size_t n = lo.size();
+    auto cls = [](char x, char y) { return x == y ? "\"" + std::string(1, x) + "\"" : "[" + std::string(1, x) + "-" + std::string(1, y) + "]"; };
+    auto any = [](size_t k) { return k == 0 ? std::string() : " [0-9]{" + std::to_string(k) + "}"; };
+    if (n == 1) {
+      out->push_back(prefix + cls(lo[0], hi[0]));
+      return;
+    }
+    if (lo[0] == hi[0]) {
+      same_length(lo.substr(1), hi.substr(1), prefix + cls(lo[0], lo[0]) + " ", out);
+      return;
+    }
+    const std::string lo_rest = lo.substr(1), hi_rest = hi.substr(1);
+    char first_full = lo[0], last_full = hi[0];
+    if (lo_rest != std::string(n - 1, '0')) {
+      same_length(lo_rest, std::string(n - 1, '9'), prefix + cls(lo[0], lo[0]) + " ", out);
+      ++first_full;
+    }
+    if (hi_rest != std::string(n - 1, '9')) {
+      same_length(std::string(n - 1, '0'), hi_rest, prefix + cls(hi[0], hi[0]) + " ", out);
+      --last_full;
+    }
+    if (first_full <= last_full) out->push_back(prefix + cls(first_full, last_full) + any(n - 1));
   }
 
   std::string string_rule(const Json& s, const std::string& ptr) {

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <cctype>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -147,4 +148,35 @@ TEST(JsonSchema, SampledDocumentsSatisfyTheSchema) {
       ASSERT_TRUE(it.key() == "id" || it.key() == "kind" || it.key() == "tags" || it.key() == "ok") << doc;
   }
   EXPECT_GT(done, 100);
+}
+
+TEST(JsonSchema, IntegerRangesMatchExactlyTheirIntegers) {
+  std::mt19937 rng(8);
+  for (int t = 0; t < 60; ++t) {
+    nlohmann::json s = {{"type", "integer"}};
+    std::optional<int64_t> lo, hi;
+    const int64_t a = int64_t(rng() % 2400) - 1200, b = a + int64_t(rng() % 1500);
+    switch (t % 5) {
+      case 0: s["minimum"] = a, lo = a; break;
+      case 1: s["maximum"] = b, hi = b; break;
+      case 2: s["minimum"] = a, s["maximum"] = b, lo = a, hi = b; break;
+      case 3: s["exclusiveMinimum"] = a, s["exclusiveMaximum"] = b + 1, lo = a + 1, hi = b; break;
+      default: s["minimum"] = double(a) - 0.5, s["maximum"] = double(b) + 0.25, lo = a, hi = b;  // non-integer bounds
+    }
+    if (lo && hi && *lo > *hi) continue;
+    auto g = std::make_shared<const Grammar>(compile_json_schema(s.dump()));
+    auto v = bytes_vocab();
+    auto ok = [&](const std::string& doc) {
+      Matcher m(g, v, 0);
+      return m.accept_bytes(doc) && m.can_end();
+    };
+    for (int64_t x = -1600; x <= 1600; ++x) {
+      const bool want = (!lo || x >= *lo) && (!hi || x <= *hi);
+      ASSERT_EQ(ok(std::to_string(x)), want) << s.dump() << " on " << x;
+    }
+    ASSERT_EQ(ok("123456789012"), !hi) << s.dump();
+    ASSERT_EQ(ok("-123456789012"), !lo) << s.dump();
+    ASSERT_FALSE(ok("007")) << s.dump();
+    ASSERT_FALSE(ok("1.0")) << s.dump();
+  }
 }
