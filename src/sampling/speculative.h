@@ -52,6 +52,17 @@ struct NgramConfig {
 // ngram_min..ngram_max occurs earlier in it.
 void ngram_draft(std::span<const int32_t> history, int k, const NgramConfig& cfg, std::vector<int32_t>* out);
 
+// Row j of a verify step as plain decoding samples it: the logits of position start + j,
+// for the token at start + j + 1 (its output position, and the history before it).
+inline void verify_row_input(SampleInput& in, const float* logits, int64_t vocab, std::span<const int32_t> history,
+                             int64_t prompt_len, int64_t start, int64_t j) {
+  const std::span<const int32_t> before = history.subspan(0, size_t(start + j + 1));
+  in.logits = logits + j * vocab;
+  in.position = uint64_t(start + j + 1 - prompt_len);
+  in.prompt_ids = before.subspan(0, size_t(prompt_len));
+  in.output_ids = before.subspan(size_t(prompt_len));
+}
+
 // Verifies deterministic drafts. `history` holds the sequence's tokens up to and including
 // the last one (at index `start`, not yet computed) followed by count - 1 drafts; row j of
 // `logits` ([count, vocab]) is the model's output at position start + j. Row by row, samples
@@ -65,11 +76,7 @@ int verify_point_drafts(Sampler& sampler, SampleInput in, const float* logits, i
                         SampleOutput* out, Emit&& emit) {
   int taken = 0;
   for (int64_t j = 0; j < count; ++j) {
-    const std::span<const int32_t> before = history.subspan(0, size_t(start + j + 1));
-    in.logits = logits + j * vocab;
-    in.position = uint64_t(start + j + 1 - prompt_len);
-    in.prompt_ids = before.subspan(0, size_t(prompt_len));
-    in.output_ids = before.subspan(size_t(prompt_len));
+    verify_row_input(in, logits, vocab, history, prompt_len, start, j);
     sampler.sample(in, out);
     emit(j, *out);
     ++taken;
@@ -103,11 +110,7 @@ int verify_sampled_drafts(Sampler& sampler, RejectionScratch& scratch, SampleInp
                           int64_t prompt_len, int64_t start, int64_t count, SampleOutput* out, Emit&& emit) {
   int taken = 0;
   for (int64_t j = 0; j < count; ++j) {
-    const std::span<const int32_t> before = history.subspan(0, size_t(start + j + 1));
-    in.logits = logits + j * vocab;
-    in.position = uint64_t(start + j + 1 - prompt_len);
-    in.prompt_ids = before.subspan(0, size_t(prompt_len));
-    in.output_ids = before.subspan(size_t(prompt_len));
+    verify_row_input(in, logits, vocab, history, prompt_len, start, j);
     ++taken;
     if (j + 1 == count) {
       sampler.sample(in, out);

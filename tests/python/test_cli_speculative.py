@@ -93,3 +93,12 @@ def test_dspark_outputs_equal_plain_decoding(gannet, tmp_path):
             "--config-overrides", '{"num_nextn_predict_layers": 0}'])
     p = gannet(["generate", "--model", str(bare), "--prompts", str(f), "--speculative", "dspark"], check=False)
     assert p.returncode != 0 and "has no DSpark drafter" in p.stderr and "mtp" in p.stderr, p.stderr
+
+
+def test_bench_force_accept_is_refused_where_it_cannot_apply(gannet, tiny_models):
+    m = ["--model", str(tiny_models["llama"])]
+    p = gannet(["bench", "decode", *m, "--batch-sizes", "1", "--input-len", "8", "--output-len", "4",
+                "--force-accept"], check=False)
+    assert p.returncode != 0 and "--force-accept needs --speculative" in p.stderr, p.stderr
+    p = gannet(["bench", "prefill", *m, "--force-accept"], check=False)
+    assert p.returncode != 0 and "--force-accept applies to bench decode only" in p.stderr, p.stderr
