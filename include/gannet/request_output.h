@@ -28,7 +28,7 @@ struct CompletionOutput {
   std::vector<int32_t> token_ids;
   double cumulative_logprob = 0;
   std::vector<PositionLogprobs> logprobs;  // when requested, one per generated token
-  std::string finish_reason;               // "stop", "length", "abort"; empty while running
+  std::string finish_reason;               // "stop", "length", "abort", "error"; empty while running
   // What stopped it: a stop string, or a stop token id; monostate for EOS / length.
   std::variant<std::monostate, std::string, int32_t> stop_reason;
 };
@@ -59,6 +59,9 @@ struct RequestOutput {
   std::vector<std::optional<PositionLogprobs>> prompt_logprobs;
   std::vector<CompletionOutput> outputs;
   bool finished = false;
+  // Non-empty: the request failed after it was accepted (its grammar did not compile);
+  // it is finished, with finish_reason "error".
+  std::string error;
   uint64_t seed = 0;  // the sampling seed used (given or drawn), to replay the request
   RequestMetrics metrics;
 };

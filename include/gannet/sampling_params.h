@@ -10,6 +10,25 @@
 
 namespace gannet {
 
+// Grammar-constrained output: every token is sampled from those the grammar allows next,
+// and EOS only where the grammar's document may end (so a finished output parses).
+struct StructuredOutput {
+  enum class Kind { kNone, kJsonSchema, kRegex, kGrammar, kJsonObject };
+  Kind kind = Kind::kNone;
+  // kJsonSchema: the schema as JSON text; kRegex: an ECMAScript-style pattern (anchored at
+  // both ends); kGrammar: GBNF with a `root` rule; kJsonObject: empty (any JSON object).
+  std::string spec;
+  // Optional: the output is free until this text has appeared in it; the constraint
+  // applies to what follows (e.g. "</think>" after a reasoning block).
+  std::string trigger;
+  // JSON kinds: 0 = compact (no whitespace); n > 0 = up to n whitespace characters
+  // wherever JSON allows them.
+  int max_whitespace = 0;
+
+  bool active() const { return kind != Kind::kNone; }
+  static const char* kind_name(Kind k);
+};
+
 struct SamplingParams {
   // Largest `logprobs` / `prompt_logprobs` accepted (vLLM's default max_logprobs).
   static constexpr int kMaxLogprobs = 20;
@@ -34,6 +53,7 @@ struct SamplingParams {
   // the engine's --num-speculative-tokens bounds it (0 when speculation is off); unset: the
   // engine's. Outputs are the same whatever it is: only the speed changes.
   std::optional<int> num_speculative_tokens;
+  StructuredOutput structured;  // none by default
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
 

@@ -9,19 +9,32 @@ namespace gannet::cli {
 using nlohmann::json;
 
 PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defaults) {
-  json j;
+  // Ordered: a schema's properties keep the order the user wrote them in.
+  using ojson = nlohmann::ordered_json;
+  ojson j;
   try {
-    j = json::parse(line);
-  } catch (const json::exception& e) {
+    j = ojson::parse(line);
+  } catch (const ojson::exception& e) {
     fail("bad JSON: ", e.what());
   }
   if (!j.is_object()) fail("each line must be a JSON object");
   PromptLine out{"", {}, false, defaults};
   SamplingParams& p = out.params;
   bool have_prompt = false;
+  const char* structured_from = nullptr;  // the field that set p.structured
+  auto set_structured = [&](const char* field) {
+    if (structured_from) fail("give one of '", structured_from, "' and '", field, "'");
+    structured_from = field;
+  };
+  // A schema given as a JSON object or as JSON text.
+  auto schema_text = [](const ojson& v, const std::string& field) {
+    if (v.is_object() || v.is_boolean()) return v.dump();
+    if (v.is_string()) return v.get<std::string>();
+    fail("'", field, "' must be a JSON schema (an object, or its JSON text)");
+  };
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
-    const json& v = it.value();
+    const ojson& v = it.value();
     auto num = [&]() -> double {
       if (!v.is_number()) fail("'", k, "' must be a number");
       return v.get<double>();
@@ -47,7 +60,7 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
     } else if (k == "prompt_token_ids") {
       if (have_prompt) fail("give one of 'prompt' and 'prompt_token_ids'");
       if (!v.is_array() || v.empty()) fail("'prompt_token_ids' must be a non-empty list of token ids");
-      for (const json& t : v) {
+      for (const ojson& t : v) {
         if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
           fail("'prompt_token_ids' must be a list of token ids (non-negative integers), got ", t.dump());
         out.prompt_token_ids.push_back(int32_t(t.get<int64_t>()));
@@ -77,7 +90,7 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
       p.stop.clear();
       if (v.is_string()) p.stop.push_back(v.get<std::string>());
       else if (v.is_array()) {
-        for (const json& s : v) {
+        for (const ojson& s : v) {
           if (!s.is_string()) fail("'stop' must be a string or a list of strings");
           p.stop.push_back(s.get<std::string>());
         }
@@ -85,11 +98,71 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
     } else if (k == "stop_token_ids") {
       p.stop_token_ids.clear();
       if (!v.is_array()) fail("'stop_token_ids' must be a list of integers");
-      for (const json& s : v) {
+      for (const ojson& s : v) {
         if (!s.is_number_integer() || s.get<int64_t>() < 0 || s.get<int64_t>() > INT32_MAX)
           fail("'stop_token_ids' must be a list of non-negative token ids");
         p.stop_token_ids.push_back(int32_t(s.get<int64_t>()));
       }
+    } else if (k == "response_format") {
+      // OpenAI's shape: {"type": "text" | "json_object" | "json_schema",
+      //                  "json_schema": {"name": ..., "schema": {...}, "strict": ...}}
+      if (!v.is_object() || !v.contains("type") || !v["type"].is_string())
+        fail("'response_format' must be an object with a 'type' (text, json_object or json_schema)");
+      const std::string type = v["type"].get<std::string>();
+      for (auto f = v.begin(); f != v.end(); ++f)
+        if (f.key() != "type" && !(type == "json_schema" && f.key() == "json_schema"))
+          fail("'response_format' of type '", type, "' has an unknown field '", f.key(), "'");
+      if (type == "text") continue;
+      set_structured("response_format");
+      if (type == "json_object") {
+        p.structured.kind = StructuredOutput::Kind::kJsonObject;
+      } else if (type == "json_schema") {
+        if (!v.contains("json_schema") || !v["json_schema"].is_object() || !v["json_schema"].contains("schema"))
+          fail("'response_format' of type 'json_schema' needs 'json_schema': {\"schema\": {...}}");
+        for (auto f = v["json_schema"].begin(); f != v["json_schema"].end(); ++f)
+          if (f.key() != "name" && f.key() != "schema" && f.key() != "strict" && f.key() != "description")
+            fail("'response_format.json_schema' has an unknown field '", f.key(), "'");
+        p.structured.kind = StructuredOutput::Kind::kJsonSchema;
+        p.structured.spec = schema_text(v["json_schema"]["schema"], "response_format.json_schema.schema");
+      } else {
+        fail("'response_format' type must be text, json_object or json_schema, got '", type, "'");
+      }
+    } else if (k == "structured") {
+      // {"json_schema": <schema>} | {"regex": "..."} | {"grammar": "<GBNF>"} | {"json_object": true},
+      // with optional "trigger" (text after which the constraint starts) and
+      // "max_whitespace" (JSON kinds: whitespace allowed between tokens, 0 = compact).
+      if (!v.is_object()) fail("'structured' must be an object");
+      set_structured("structured");
+      int kinds = 0;
+      for (auto f = v.begin(); f != v.end(); ++f) {
+        const std::string& fk = f.key();
+        const ojson& fv = f.value();
+        if (fk == "json_schema") {
+          p.structured.kind = StructuredOutput::Kind::kJsonSchema;
+          p.structured.spec = schema_text(fv, "structured.json_schema");
+          ++kinds;
+        } else if (fk == "regex" || fk == "grammar") {
+          if (!fv.is_string()) fail("'structured.", fk, "' must be a string");
+          p.structured.kind = fk == "regex" ? StructuredOutput::Kind::kRegex : StructuredOutput::Kind::kGrammar;
+          p.structured.spec = fv.get<std::string>();
+          ++kinds;
+        } else if (fk == "json_object") {
+          if (!fv.is_boolean() || !fv.get<bool>()) fail("'structured.json_object' must be true");
+          p.structured.kind = StructuredOutput::Kind::kJsonObject;
+          ++kinds;
+        } else if (fk == "trigger") {
+          if (!fv.is_string() || fv.get<std::string>().empty()) fail("'structured.trigger' must be a non-empty string");
+          p.structured.trigger = fv.get<std::string>();
+        } else if (fk == "max_whitespace") {
+          if (!fv.is_number_integer()) fail("'structured.max_whitespace' must be an integer");
+          const int64_t w = fv.get<int64_t>();
+          if (w < 0 || w > 64) fail("'structured.max_whitespace' must be in [0, 64], got ", w);
+          p.structured.max_whitespace = int(w);
+        } else {
+          fail("'structured' has an unknown field '", fk, "' (json_schema, regex, grammar, json_object, trigger, max_whitespace)");
+        }
+      }
+      if (kinds != 1) fail("'structured' needs exactly one of json_schema, regex, grammar and json_object");
     } else fail("unknown field '", k, "'");
   }
   if (!have_prompt) fail("missing 'prompt' (or 'prompt_token_ids')");
@@ -131,6 +204,7 @@ json output_to_json(const RequestOutput& out, const SamplingParams& params) {
   json first = completion_json(out.outputs.at(0), params);
   for (auto it = first.begin(); it != first.end(); ++it) j[it.key()] = it.value();
   j["seed"] = out.seed;
+  if (!out.error.empty()) j["error"] = out.error;
   if (params.prompt_logprobs) {
     json pl = json::array();
     for (const auto& p : out.prompt_logprobs) pl.push_back(p ? logprobs_json(*p) : json(nullptr));

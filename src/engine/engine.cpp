@@ -253,8 +253,67 @@ void Engine::add(std::unique_ptr<Request> req) {
       size_t(std::min<int64_t>(p.max_tokens * int64_t(outputs_->max_token_bytes() + 3) + 16, int64_t(256) << 10)));
   Sequence* s = seq.get();
   req->seqs.push_back(std::move(seq));
+  if (p.structured.active()) {
+    if (!tokenizer_)
+      fail("request '", id, "': structured output needs token text, and ", args_.model, " has no tokenizer.json");
+    if (!grammar_vocab_.valid()) {
+      const tokenizer::Tokenizer* tok = tokenizer_.get();
+      const int64_t V = model_->config().vocab_size;
+      std::vector<int32_t> eos = eos_ids_;
+      grammar_vocab_ = std::async(std::launch::async, [tok, V, eos]() mutable {
+                         std::vector<std::string> bytes; bytes.resize(size_t(V));
+                         for (int32_t t = 0; t < int32_t(std::min<int64_t>(V, int64_t(tok->vocab_size()))); ++t)
+                           if (!tok->is_special(t)) bytes[size_t(t)] = tok->id_to_token(t);
+                         return std::make_shared<const structured::TokenVocab>(std::move(bytes), eos);
+                       }).share();
+    }
+    const StructuredOutput& so = p.structured;
+    const std::string key = std::string(StructuredOutput::kind_name(so.kind)) + '\0' +
+                            std::to_string(so.max_whitespace) + '\0' + so.spec;
+    auto it = grammar_cache_.find(key);
+    if (it == grammar_cache_.end()) {
+      if (grammar_cache_.size() >= 256) grammar_cache_.clear();
+      it = grammar_cache_.emplace(key, std::async(std::launch::async, [so] { return structured::compile_structured(so); }).share()).first;
+    }
+    compiling_.push_back({req.get(), it->second});
+    requests_[id] = std::move(req);
+    return;
+  }
   requests_[id] = std::move(req);
   scheduler_->add(s);
+}
+
+void Engine::admit_compiled() {
+  size_t kept = 0;
+  for (size_t i = 0; i < compiling_.size(); ++i) {
+    auto& [req, fut] = compiling_[i];
+    if (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      compiling_[kept++] = compiling_[i];
+      continue;
+    }
+    try {
+      req->grammar = fut.get();
+      if (!grammar_vocab_sent_) {
+        // Rows with grammars reach the executor only after this (through a plan).
+        executor_->set_grammar_vocab(grammar_vocab_.get(),
+                                     int(std::max<int64_t>(16, 2 * (args_.num_speculative_tokens + model_->draft_block()) + 2)));
+        grammar_vocab_sent_ = true;
+      }
+      scheduler_->add(req->seqs[0].get());
+    } catch (const Error& e) {
+      Sequence& s = *req->seqs[0];
+      s.status = SeqStatus::kFinished;
+      s.out.finish_reason = "error";
+      req->metrics.finished_time = now_seconds();
+      RequestOutput& o = next_output();
+      o = OutputProcessor::snapshot(*req);
+      o.finished = true;
+      o.error = std::string("structured output: ") + e.what();
+      const std::string id = req->id;
+      requests_.erase(id);
+    }
+  }
+  compiling_.resize(kept);
 }
 
 void Engine::finish(Sequence& seq, const char* reason, bool flush_text) {
@@ -276,7 +335,10 @@ void Engine::check_stop(Sequence& seq) {
     seq.out.stop_reason = tok;
     return finish(seq, "stop");
   }
-  if (!p.ignore_eos && outs >= p.min_tokens && std::find(eos_ids_.begin(), eos_ids_.end(), tok) != eos_ids_.end())
+  // A grammar allows EOS only once its document is complete, and then only EOS: it ends
+  // the output even before min_tokens.
+  if (!p.ignore_eos && (outs >= p.min_tokens || p.structured.active()) &&
+      std::find(eos_ids_.begin(), eos_ids_.end(), tok) != eos_ids_.end())
     return finish(seq, "stop");
   if (auto hit = outputs_->add_token_text(seq)) {
     seq.out.stop_reason = *hit;
@@ -347,6 +409,7 @@ void Engine::launch(const StepPlan& plan) {
 
 std::span<RequestOutput> Engine::step() {
   num_out_ = 0;
+  if (!compiling_.empty()) admit_compiled();
   auto t0 = std::chrono::steady_clock::now();
   StepPlan& plan = plans_[next_buffer_ % 2];
   scheduler_->schedule(plan);
@@ -364,6 +427,9 @@ std::span<RequestOutput> Engine::step() {
   // Once every request is done, collect the steps still in flight (ahead-planned work of
   // finished sequences) so their blocks and rows come back before the engine idles.
   if (requests_.empty()) drain();
+  // Nothing to run but grammars still compiling: wait for one rather than spin.
+  if (!has_work && !compiling_.empty() && (!exec_thread_ || exec_thread_->in_flight() == 0))
+    compiling_.front().second.wait();
   return std::span<RequestOutput>(out_buf_.data(), num_out_);
 }
 
@@ -371,9 +437,12 @@ std::optional<RequestOutput> Engine::abort(const std::string& id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return std::nullopt;
   Request& req = *it->second;
+  const auto c = std::find_if(compiling_.begin(), compiling_.end(), [&](const auto& x) { return x.first == &req; });
+  const bool compiling = c != compiling_.end();
+  if (compiling) compiling_.erase(c);
   for (auto& s : req.seqs) {
     if (s->finished()) continue;
-    scheduler_->abort(s.get());
+    if (!compiling) scheduler_->abort(s.get());
     outputs_->forget(*s);
     s->out.finish_reason = "abort";
   }

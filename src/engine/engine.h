@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "gannet/sampling_params.h"
 #include "io/checkpoint.h"
 #include "model/model.h"
+#include "structured/constraint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gannet::engine {
@@ -37,7 +39,10 @@ class Engine {
 
   // Queues a request. Throws gannet::Error (and queues nothing) for bad parameters, an
   // empty prompt, token ids outside the vocabulary, a prompt plus max_tokens longer than
-  // the context, more KV than the whole budget, or a duplicate id.
+  // the context, more KV than the whole budget, or a duplicate id. A structured-output
+  // request's grammar compiles off the engine thread (the same specification once); if it
+  // fails, step() returns the request finished with `error` set and finish_reason
+  // "error", and the other requests go on.
   void add_request(const std::string& id, const std::string& prompt, const SamplingParams& params);
   void add_request(const std::string& id, const std::vector<int32_t>& prompt_ids, const SamplingParams& params);
 
@@ -81,6 +86,8 @@ class Engine {
 
  private:
   void add(std::unique_ptr<Request> req);
+  // Hands requests whose grammar finished compiling to the scheduler (or fails them).
+  void admit_compiled();
   void check_stop(Sequence& seq);
   void finish(Sequence& seq, const char* reason, bool flush_text = true);
   // Applies one step's result: tokens, stop checks, outputs into outputs_.
@@ -105,6 +112,14 @@ class Engine {
   std::vector<int32_t> eos_ids_;
   int64_t max_model_len_ = 0;
   std::map<std::string, std::unique_ptr<Request>> requests_;
+  // Structured output: requests waiting for their grammar, compiled grammars by
+  // specification (kind, whitespace, text; cleared past 256), and the vocabulary as bytes
+  // (built on the first structured request).
+  using GrammarFuture = std::shared_future<std::shared_ptr<const structured::Grammar>>;
+  std::vector<std::pair<Request*, GrammarFuture>> compiling_;
+  std::map<std::string, GrammarFuture> grammar_cache_;
+  std::shared_future<std::shared_ptr<const structured::TokenVocab>> grammar_vocab_;
+  bool grammar_vocab_sent_ = false;
   int64_t steps_ = 0;
   double sched_seconds_ = 0, executor_seconds_ = 0, draft_seconds_ = 0;
   bool streaming_ = true;

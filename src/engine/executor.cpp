@@ -61,6 +61,13 @@ void Executor::apply_changes(const StepPlan& plan) {
     r.draft_base = -1;
     r.drafts_sampled = false;
     r.forced = nullptr;
+    r.grammar.reset();
+    if (a.grammar) {
+      GANNET_CHECK(grammar_vocab_, "a row with a grammar but no grammar vocabulary");
+      r.grammar = std::make_unique<Row::Grammar>();
+      r.grammar->grammar = a.grammar;
+      r.grammar->mask.resize(size_t((vocab_ + 31) / 32));
+    }
     if (!forced_.empty()) {
       const auto it = forced_.find(std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + r.prompt_len));
       if (it != forced_.end()) r.forced = &it->second;
@@ -68,6 +75,36 @@ void Executor::apply_changes(const StepPlan& plan) {
   }
   cache_.copy_blocks(plan.copies);
   for (auto [src, dst] : plan.state_copies) cache_.copy_state(src, dst);
+}
+
+const uint32_t* Executor::grammar_mask(const Row& row, std::span<const int32_t> history) {
+  if (!row.grammar) return nullptr;
+  Row::Grammar& g = *row.grammar;
+  const std::span<const int32_t> out = history.subspan(size_t(row.prompt_len));
+  if (!g.c)
+    g.c = std::make_unique<structured::Constraint>(g.grammar, grammar_vocab_, row.params.structured.trigger,
+                                                   grammar_rollback_);
+  size_t common = 0;
+  while (common < g.fed.size() && common < out.size() && g.fed[common] == out[common]) ++common;
+  if (const size_t back = g.fed.size() - common; back > 0) {
+    if (int64_t(back) <= g.c->rollback_available()) {
+      g.c->rollback(int(back));
+    } else {  // past what it can undo: replay from the start
+      g.c = std::make_unique<structured::Constraint>(g.grammar, grammar_vocab_, row.params.structured.trigger,
+                                                     grammar_rollback_);
+      common = 0;
+    }
+    g.fed.resize(common);
+  }
+  // Outputs after an EOS the grammar took are past the sequence's end; the engine drops them.
+  for (size_t i = g.fed.size(); i < out.size() && !g.c->is_terminated(); ++i) {
+    GANNET_CHECK(g.c->accept_token(out[i]), "structured output: output token ", out[i], " at position ", i,
+                 " is outside the grammar");
+    g.fed.push_back(out[i]);
+  }
+  if (g.c->is_terminated()) return nullptr;
+  g.c->fill_next_token_bitmask(g.mask);
+  return g.mask.data();
 }
 
 void Executor::run(const StepPlan& plan, StepResult* out) {
@@ -256,19 +293,24 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
           put(so, result.samples[size_t(rr.sample_offset + j)]);
         };
         const float* lg = logits_.data() + first_row_[size_t(i)] * vocab_;
+        const int64_t st = start_[size_t(i)];
+        auto before = [&](int64_t j, sampling::SampleInput& si) {
+          si.allowed = grammar_mask(row, std::span<const int32_t>(row.tokens.data(), size_t(st + j + 1)));
+        };
         const int kept =
             row.drafts_sampled
                 ? sampling::verify_sampled_drafts(sampler, rejection_scratch_[size_t(thread)], in, lg,
-                                                  row.draft_logits.data(), vocab_, row.tokens, row.prompt_len,
-                                                  start_[size_t(i)], count_[size_t(i)], &o, emit)
-                : sampling::verify_point_drafts(sampler, in, lg, vocab_, row.tokens, row.prompt_len, start_[size_t(i)],
-                                                count_[size_t(i)], &o, emit);
+                                                  row.draft_logits.data(), vocab_, row.tokens, row.prompt_len, st,
+                                                  count_[size_t(i)], &o, emit, before)
+                : sampling::verify_point_drafts(sampler, in, lg, vocab_, row.tokens, row.prompt_len, st,
+                                                count_[size_t(i)], &o, emit, before);
         rr.num_samples = kept;
         continue;
       }
       const float* lg = logits_.data() + last_row_[size_t(i)] * vocab_;
       // The history the sample follows: everything before position start + count.
       const std::span<const int32_t> all(row.tokens.data(), size_t(s.start + s.count));
+      const uint32_t* allowed = grammar_mask(row, all);  // the same for each of n samples
       for (int k = 0; k < s.num_samples; ++k) {
         sampling::SampleInput in;
         in.logits = lg;
@@ -279,6 +321,7 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
         in.prompt_ids = all.subspan(0, size_t(row.prompt_len));
         in.output_ids = all.subspan(size_t(row.prompt_len));
         in.eos_ids = eos_ids_;
+        in.allowed = allowed;
         sampler.sample(in, &o);
         put(o, result.samples[size_t(r.sample_offset + k)]);
       }
@@ -399,6 +442,7 @@ void Executor::run_drafter(const StepPlan& plan, const model::Batch& b, StepResu
       in.prompt_ids = std::span<const int32_t>(ch->hist.data(), size_t(r.prompt_len));
       in.output_ids = std::span<const int32_t>(ch->hist.data() + r.prompt_len, ch->hist.size() - size_t(r.prompt_len));
       in.eos_ids = eos_ids_;
+      in.allowed = grammar_mask(r, ch->hist);
       const int32_t t = sampling::draw_draft(samplers_[0], in);
       ch->hist.push_back(t);
       return t;

@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "sampling/speculative.h"
+#include "structured/constraint.h"
 
 namespace gannet::engine {
 
@@ -31,6 +32,14 @@ class Executor {
   void run(const StepPlan& plan, StepResult* out);
 
   size_t num_rows() const { return rows_.size(); }
+
+  // Structured output: the vocabulary as bytes, set (once) before the first row with a
+  // grammar is added. max_rollback: tokens a row's constraint can take back without
+  // being rebuilt (at least the most drafts a step verifies).
+  void set_grammar_vocab(std::shared_ptr<const structured::TokenVocab> v, int max_rollback) {
+    grammar_vocab_ = std::move(v);
+    grammar_rollback_ = max_rollback;
+  }
 
   // Confidence-scheduled verification (--speculative-verify varlen, DSpark drafts):
   // seconds[b - 1] a step of b tokens takes (step_profile.h); each step then verifies, per
@@ -62,6 +71,14 @@ class Executor {
     bool drafts_sampled = false;
     std::vector<float> draft_logits;
     const std::vector<int32_t>* forced = nullptr;  // set_forced_drafts' continuation
+    // Structured output: the constraint after the outputs in `fed`, and its mask.
+    struct Grammar {
+      std::shared_ptr<const structured::Grammar> grammar;
+      std::unique_ptr<structured::Constraint> c;
+      std::vector<int32_t> fed;
+      std::vector<uint32_t> mask;
+    };
+    std::unique_ptr<Grammar> grammar;
   };
   struct DraftChooser {  // one sampled-drafting row's history while its block is drafted
     Row* row = nullptr;
@@ -70,6 +87,10 @@ class Executor {
   // DSpark: seeds the drafter with each row's kept positions and drafts its next block.
   void run_drafter(const StepPlan& plan, const model::Batch& b, StepResult& result);
   void apply_changes(const StepPlan& plan);
+  // The grammar mask for the token after `history` (prompt then outputs): the row's
+  // constraint is brought to those outputs first (rolling back what differs, rebuilt from
+  // scratch past its capacity). Null when the row has no grammar or its document ended.
+  const uint32_t* grammar_mask(const Row& row, std::span<const int32_t> history);
 
   model::Model& model_;
   cache::CacheEngine& cache_;
@@ -93,6 +114,8 @@ class Executor {
   std::vector<std::function<int32_t(int64_t, const float*)>> choose_fns_;
   std::vector<sampling::RejectionScratch> rejection_scratch_;  // one per pool thread
   std::map<std::vector<int32_t>, std::vector<int32_t>> forced_;
+  std::shared_ptr<const structured::TokenVocab> grammar_vocab_;
+  int grammar_rollback_ = 16;
   std::vector<double> step_seconds_;                        // varlen's profile (empty: fixed)
   double fixed_seconds_ = 0;                                // a step's measured cost beyond it
   std::vector<int> depth_;                                  // per plan row: drafts to verify

@@ -79,6 +79,7 @@ void OutputProcessor::delta(Request& req, RequestOutput* o) const {
   o->seed = req.seed;
   o->metrics = req.metrics;
   o->finished = done;
+  o->error.clear();  // the buffer may have carried a failed request before
   if (done || !req.output_sent) {
     copy_prompt(req, o);
   } else {

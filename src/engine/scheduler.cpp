@@ -49,6 +49,7 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int
     a.seed = req.seed;
     a.sample_index = seq->sample_index;
     a.state_slot = seq->table.state_slot;
+    a.grammar = req.grammar;
     seq->in_executor = true;
     seq->table.dirty_from = 0;  // the new row gets the whole table
   }

@@ -6,12 +6,14 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "cache/block_manager.h"
 #include "gannet/request_output.h"
 #include "gannet/sampling_params.h"
+#include "structured/grammar.h"
 
 namespace gannet::engine {
 
@@ -28,6 +30,9 @@ struct RowAdd {
   uint64_t seed = 0;
   int sample_index = 0;         // RNG stream of a forked sample
   int32_t state_slot = -1;      // the sequence's state slot for the row's lifetime
+  // Structured output: the request's compiled grammar (immutable, shared by its samples);
+  // the executor rebuilds the constraint's state from `tokens`.
+  std::shared_ptr<const structured::Grammar> grammar;
 };
 
 struct PlanRow {

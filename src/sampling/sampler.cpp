@@ -1,6 +1,7 @@
 #include "sampling/sampler.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 #include "sampling/counter_rng.h"
@@ -17,7 +18,7 @@ int32_t Sampler::argmax(const float* logits, int64_t n) {
   return int32_t(best);
 }
 
-int32_t Sampler::choose(const SampleInput& in) {
+const float* Sampler::processed(const SampleInput& in) {
   GANNET_CHECK(in.logits && in.params);
   const SamplingParams& p = *in.params;
   const TokenHistory history{in.prompt_ids, in.output_ids, in.eos_ids};
@@ -26,20 +27,46 @@ int32_t Sampler::choose(const SampleInput& in) {
     penalties_.apply(in.logits, adjusted_.data(), p, history);
     row = adjusted_.data();
   }
+  if (!in.allowed) return row;
+  constexpr float kNeg = -std::numeric_limits<float>::infinity();
+  auto mask = [&](float* dst, const float* src) {  // dst may be src
+    bool any = false;
+    for (int64_t w = 0; w * 32 < vocab_; ++w) {
+      const uint32_t bits = in.allowed[w];
+      const int64_t hi = std::min<int64_t>(32, vocab_ - w * 32);
+      for (int64_t b = 0; b < hi; ++b) {
+        const int64_t t = w * 32 + b;
+        dst[t] = (bits >> b) & 1u ? src[t] : kNeg;
+        any |= dst[t] != kNeg;
+      }
+    }
+    return any;
+  };
+  if (mask(adjusted_.data(), row)) return adjusted_.data();
+  // Nothing the grammar allows survived min_tokens (the document is complete: only EOS may
+  // follow). The grammar wins: penalties without the min_tokens mask.
+  SamplingParams q = p;
+  q.min_tokens = 0;
+  row = in.logits;
+  if (Penalties::active(q, history)) {
+    penalties_.apply(in.logits, adjusted_.data(), q, history);
+    row = adjusted_.data();
+  }
+  GANNET_CHECK(mask(adjusted_.data(), row), "grammar mask allows no token with a finite logit");
+  return adjusted_.data();
+}
+
+int32_t Sampler::choose(const SampleInput& in) {
+  const float* row = processed(in);
+  const SamplingParams& p = *in.params;
   if (p.temperature == 0) return checked_argmax(row, vocab_);
   const DrawFilters f{p.temperature, p.top_k, p.top_p, p.min_p};
   return draw_.draw(row, f, counter_random(in.seed, in.stream, in.position));
 }
 
 uint64_t Sampler::weights(const SampleInput& in, uint64_t* w) {
-  GANNET_CHECK(in.logits && in.params);
+  const float* row = processed(in);
   const SamplingParams& p = *in.params;
-  const TokenHistory history{in.prompt_ids, in.output_ids, in.eos_ids};
-  const float* row = in.logits;
-  if (Penalties::active(p, history)) {
-    penalties_.apply(in.logits, adjusted_.data(), p, history);
-    row = adjusted_.data();
-  }
   if (p.temperature == 0) {
     std::fill(w, w + vocab_, uint64_t(0));
     w[checked_argmax(row, vocab_)] = 1;

@@ -34,6 +34,11 @@ struct SampleInput {
   std::span<const int32_t> output_ids;  // for the penalties and min_tokens
   std::span<const int32_t> eos_ids;     // masked with stop_token_ids until min_tokens
                                         // outputs exist, whatever ignore_eos says
+  // Grammar mask (structured output): bit id % 32 of word id / 32 set for each token the
+  // grammar allows; the others get probability 0 after the penalties. Null: no
+  // constraint. When it allows nothing min_tokens leaves (the document is complete and only
+  // EOS may follow), the grammar wins over min_tokens.
+  const uint32_t* allowed = nullptr;
 };
 
 struct SampleOutput {
@@ -75,6 +80,9 @@ class Sampler {
 
  private:
   int32_t choose(const SampleInput& in);  // penalties, then greedy or the fixed-point draw
+  // The row greedy / the draw see: the raw logits, or adjusted_ after penalties, min_tokens
+  // and the grammar mask.
+  const float* processed(const SampleInput& in);
 
   int64_t vocab_;
   Penalties penalties_;

@@ -43,6 +43,33 @@ void SamplingParams::validate() const {
     if (stop_token_ids[i] < 0) fail("stop_token_ids[", i, "] must be >= 0, got ", stop_token_ids[i]);
   check_logprobs("logprobs", logprobs);
   check_logprobs("prompt_logprobs", prompt_logprobs);
+  if (structured.active()) {
+    using K = StructuredOutput::Kind;
+    const char* kind = StructuredOutput::kind_name(structured.kind);
+    if (structured.kind != K::kJsonObject && structured.spec.empty())
+      fail("structured output (", kind, "): the ", structured.kind == K::kJsonSchema ? "schema" : structured.kind == K::kRegex ? "pattern" : "grammar", " is empty");
+    if (structured.kind == K::kJsonObject && !structured.spec.empty())
+      fail("structured output (json_object) takes no specification, got '", structured.spec.substr(0, 40), "'");
+    if (structured.max_whitespace < 0 || structured.max_whitespace > 64)
+      fail("structured output: max_whitespace must be in [0, 64], got ", structured.max_whitespace);
+    if (structured.max_whitespace != 0 && structured.kind != K::kJsonSchema && structured.kind != K::kJsonObject)
+      fail("structured output: max_whitespace applies to json_schema and json_object only, not ", kind);
+    if (ignore_eos)
+      fail("ignore_eos cannot be combined with structured output: the grammar decides where the output ends");
+  } else if (!structured.spec.empty() || !structured.trigger.empty() || structured.max_whitespace != 0) {
+    fail("structured output: spec, trigger or max_whitespace given without a kind");
+  }
+}
+
+const char* StructuredOutput::kind_name(Kind k) {
+  switch (k) {
+    case Kind::kNone: return "none";
+    case Kind::kJsonSchema: return "json_schema";
+    case Kind::kRegex: return "regex";
+    case Kind::kGrammar: return "grammar";
+    case Kind::kJsonObject: return "json_object";
+  }
+  return "?";
 }
 
 }  // namespace gannet

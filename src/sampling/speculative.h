@@ -63,6 +63,11 @@ inline void verify_row_input(SampleInput& in, const float* logits, int64_t vocab
   in.output_ids = before.subspan(size_t(prompt_len));
 }
 
+// The default of the verifiers' `before` hook: no grammar constraint.
+struct NoConstraint {
+  void operator()(int64_t, SampleInput&) const {}
+};
+
 // Verifies deterministic drafts. `history` holds the sequence's tokens up to and including
 // the last one (at index `start`, not yet computed) followed by count - 1 drafts; row j of
 // `logits` ([count, vocab]) is the model's output at position start + j. Row by row, samples
@@ -70,13 +75,16 @@ inline void verify_row_input(SampleInput& in, const float* logits, int64_t vocab
 // prompt_len, penalties over the history before it), calls emit(j, out), and stops after
 // the first sample that differs from the draft it checks, or after the last row. `in`
 // carries params, seed, stream and eos ids. Returns the samples taken: 1 + accepted drafts.
-template <typename Emit>
+// before(j, in) runs before row j is sampled (the engine sets in.allowed: the grammar mask
+// after the history up to start + j).
+template <typename Emit, typename Before = NoConstraint>
 int verify_point_drafts(Sampler& sampler, SampleInput in, const float* logits, int64_t vocab,
                         std::span<const int32_t> history, int64_t prompt_len, int64_t start, int64_t count,
-                        SampleOutput* out, Emit&& emit) {
+                        SampleOutput* out, Emit&& emit, Before&& before = Before{}) {
   int taken = 0;
   for (int64_t j = 0; j < count; ++j) {
     verify_row_input(in, logits, vocab, history, prompt_len, start, j);
+    before(j, in);
     sampler.sample(in, out);
     emit(j, *out);
     ++taken;
@@ -103,14 +111,17 @@ bool check_sampled_draft(Sampler& sampler, RejectionScratch& scratch, const Samp
                          const float* draft_logits, int32_t d, int32_t* token);
 
 // As verify_point_drafts, for drafts drawn by draw_draft: draft_logits [count - 1, vocab]
-// are the drafter's logits for the drafts in the history.
-template <typename Emit>
+// are the drafter's logits for the drafts in the history. With a grammar, before(j, in)
+// sets the mask, which then applies to p and q alike (draw_draft drew under the same one).
+template <typename Emit, typename Before = NoConstraint>
 int verify_sampled_drafts(Sampler& sampler, RejectionScratch& scratch, SampleInput in, const float* logits,
                           const float* draft_logits, int64_t vocab, std::span<const int32_t> history,
-                          int64_t prompt_len, int64_t start, int64_t count, SampleOutput* out, Emit&& emit) {
+                          int64_t prompt_len, int64_t start, int64_t count, SampleOutput* out, Emit&& emit,
+                          Before&& before = Before{}) {
   int taken = 0;
   for (int64_t j = 0; j < count; ++j) {
     verify_row_input(in, logits, vocab, history, prompt_len, start, j);
+    before(j, in);
     ++taken;
     if (j + 1 == count) {
       sampler.sample(in, out);

@@ -1,5 +1,6 @@
 #include "structured/json_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -8,6 +9,7 @@
 
 #include "core/error.h"
 #include "structured/gbnf.h"
+#include "structured/json_grammar.h"
 #include "structured/regex.h"
 
 namespace gannet::structured {
@@ -16,12 +18,13 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// The JSON building blocks every schema grammar may use (compact).
+// The JSON building blocks every schema grammar may use; @ marks where the whitespace
+// policy puts its `ws`.
 const char* kPreamble = R"G(
 jv ::= jobj | jarr | jstr | jnum | "true" | "false" | "null"
-jobj ::= "{" ( jmem ( "," jmem )* )? "}"
-jmem ::= jstr ":" jv
-jarr ::= "[" ( jv ( "," jv )* )? "]"
+jobj ::= "{" @ ( jmem ( @ "," @ jmem )* @ )? "}"
+jmem ::= jstr @ ":" @ jv
+jarr ::= "[" @ ( jv ( @ "," @ jv )* @ )? "]"
 jstr ::= "\"" jchar* "\""
 jchar ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 jnum ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
@@ -64,11 +67,19 @@ std::string lit(const std::string& bytes) {
 
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(root) {}
+  Compiler(const Json& root, const JsonWhitespace& ws) : root_(root) {
+    if (!ws.compact) {
+      if (ws.max_run < 1 || ws.max_run > 64) fail("JSON whitespace: max_run must be in [1, 64], got ", ws.max_run);
+      W = " ws ";
+      text_ = "ws ::= [ \\t\\n\\r]{0," + std::to_string(ws.max_run) + "}\n";
+    }
+  }
 
   Grammar run() {
     const std::string top = rule_for(root_, "");
-    add_gbnf(g_, std::string(kPreamble) + text_ + "root ::= " + top + "\n");
+    std::string pre = kPreamble;
+    for (size_t at; (at = pre.find('@')) != std::string::npos;) pre.replace(at, 1, W == " " ? "" : "ws");
+    add_gbnf(g_, pre + text_ + "root ::= " + top + "\n");
     g_.set_root(g_.rule("root"));
     g_.check();
     return std::move(g_);
@@ -100,20 +111,65 @@ class Compiler {
     }
     const std::string name = fresh("node");
     std::vector<std::string> alts;
-    if (s.contains("enum") || s.contains("const")) {
-      if (s.contains("const")) alts.push_back(lit(s["const"].dump()));
-      else {
-        if (!s["enum"].is_array() || s["enum"].empty()) bad(ptr + "/enum", "enum must be a non-empty array");
-        for (const Json& v : s["enum"]) alts.push_back(lit(v.dump()));
+    // Keywords beside the combinator or value list (annotations aside).
+    auto siblings = [&](std::initializer_list<const char*> except) {
+      Json out = Json::object();
+      for (auto it = s.begin(); it != s.end(); ++it) {
+        bool skip = kAnnotations.count(it.key()) || it.key() == "$defs" || it.key() == "definitions";
+        for (const char* e : except) skip |= it.key() == e;
+        if (!skip) out[it.key()] = it.value();
       }
+      return out;
+    };
+    if (s.contains("allOf")) {
+      if (!s["allOf"].is_array() || s["allOf"].empty()) bad(ptr + "/allOf", "allOf must be a non-empty array");
+      // One schema with every branch's keywords (and the siblings of allOf) merged in.
+      Json merged = siblings({"allOf"});
+      for (size_t i = 0; i < s["allOf"].size(); ++i)
+        merge(merged, s["allOf"][i], ptr + "/allOf/" + std::to_string(i), 0);
+      alts.push_back(rule_for(merged, ptr));
     } else if (s.contains("anyOf") || s.contains("oneOf")) {
       const char* k = s.contains("anyOf") ? "anyOf" : "oneOf";
+      if (s.contains("anyOf") && s.contains("oneOf")) bad(ptr + "/oneOf", "anyOf together with oneOf is not supported");
       if (!s[k].is_array() || s[k].empty()) bad(ptr + "/" + k, std::string(k) + " must be a non-empty array");
-      for (size_t i = 0; i < s[k].size(); ++i) alts.push_back(rule_for(s[k][i], ptr + "/" + k + "/" + std::to_string(i)));
-    } else if (s.contains("allOf")) {
-      if (!s["allOf"].is_array() || s["allOf"].size() != 1)
-        bad(ptr + "/allOf", "allOf is supported with exactly one schema");
-      alts.push_back(rule_for(s["allOf"][0], ptr + "/allOf/0"));
+      const Json common = siblings({k});
+      for (size_t i = 0; i < s[k].size(); ++i) {
+        const std::string at = ptr + "/" + k + "/" + std::to_string(i);
+        if (common.empty()) {
+          alts.push_back(rule_for(s[k][i], at));
+        } else {  // the keywords beside anyOf hold in every branch
+          Json branch = common;
+          merge(branch, s[k][i], at, 0);
+          alts.push_back(rule_for(branch, at));
+        }
+      }
+    } else if (s.contains("enum") || s.contains("const")) {
+      const Json other = siblings({"enum", "const", "type"});
+      if (!other.empty()) bad(ptr + "/" + other.begin().key(), "'" + other.begin().key() + "' beside enum / const is not supported");
+      std::vector<Json> values;
+      if (s.contains("const")) values.push_back(s["const"]);
+      if (s.contains("enum")) {
+        if (!s["enum"].is_array() || s["enum"].empty()) bad(ptr + "/enum", "enum must be a non-empty array");
+        if (s.contains("const")) {
+          if (std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) values.clear();
+        } else {
+          values.assign(s["enum"].begin(), s["enum"].end());
+        }
+      }
+      if (s.contains("type")) {  // the values of the listed types only
+        const std::vector<std::string> types = type_list(s["type"]);
+        std::vector<Json> kept;
+        for (const Json& v : values) {
+          const char* t = v.is_null() ? "null" : v.is_boolean() ? "boolean" : v.is_number_integer() ? "integer"
+                        : v.is_number() ? "number" : v.is_string() ? "string" : v.is_array() ? "array" : "object";
+          bool ok = false;
+          for (const std::string& x : types) ok |= x == t || (x == "number" && std::string(t) == "integer");
+          if (ok) kept.push_back(v);
+        }
+        values = kept;
+      }
+      if (values.empty()) bad(ptr + (s.contains("enum") ? "/enum" : "/const"), "no value satisfies every keyword");
+      for (const Json& v : values) alts.push_back(lit(v.dump()));
     } else {
       std::vector<std::string> types;
       if (s.contains("type")) {
@@ -141,19 +197,94 @@ class Compiler {
     return name;
   }
 
-  std::string ref(const Json& r, const std::string& ptr) {
-    if (!r.is_string()) bad(ptr, "$ref must be a string");
-    const std::string target = r.get<std::string>();
-    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
-    const Json* node = nullptr;
-    if (target == "#") node = &root_;
+  // The schema a $ref names (nullptr when it does not resolve).
+  const Json* resolve(const std::string& target) const {
+    if (target == "#") return &root_;
     for (const char* defs : {"#/$defs/", "#/definitions/"}) {
       const std::string p = defs;
       if (target.rfind(p, 0) == 0) {
         const std::string key = target.substr(p.size()), coll = p.substr(2, p.size() - 3);
-        if (root_.contains(coll) && root_[coll].contains(key)) node = &root_[coll][key];
+        if (root_.contains(coll) && root_[coll].contains(key)) return &root_[coll][key];
       }
     }
+    return nullptr;
+  }
+
+  static std::vector<std::string> type_list(const Json& t) {
+    std::vector<std::string> out;
+    if (t.is_string()) out.push_back(t.get<std::string>());
+    else if (t.is_array())
+      for (const Json& x : t)
+        if (x.is_string()) out.push_back(x.get<std::string>());
+    return out;
+  }
+
+  // allOf: merges branch `src` (at ptr) into dst. Properties present in both become an
+  // allOf of the two; required lists are joined; types intersect; lower bounds take the
+  // larger, upper bounds the smaller; any other keyword must agree or be absent on one side.
+  void merge(Json& dst, const Json& src, const std::string& ptr, int depth) {
+    if (depth > 32) bad(ptr, "allOf nests or refers to itself too deeply to merge");
+    if (src.is_boolean()) {
+      if (!src.get<bool>()) bad(ptr, "the schema false matches nothing");
+      return;
+    }
+    if (!src.is_object()) bad(ptr, "a schema must be an object or a boolean");
+    for (auto it = src.begin(); it != src.end(); ++it) {
+      const std::string& k = it.key();
+      const Json& v = it.value();
+      const std::string at = ptr + "/" + k;
+      if (kAnnotations.count(k) || k == "$defs" || k == "definitions") continue;
+      if (!kKeywords.count(k)) bad(at, "keyword '" + k + "' is not supported");
+      if (k == "$ref") {
+        if (!v.is_string()) bad(at, "$ref must be a string");
+        const Json* node = resolve(v.get<std::string>());
+        if (!node) bad(at, "$ref '" + v.get<std::string>() + "' does not resolve (only #, #/$defs/NAME and #/definitions/NAME)");
+        merge(dst, *node, v.get<std::string>().substr(1), depth + 1);
+      } else if (k == "allOf") {
+        if (!v.is_array()) bad(at, "allOf must be a non-empty array");
+        for (size_t i = 0; i < v.size(); ++i) merge(dst, v[i], at + "/" + std::to_string(i), depth + 1);
+      } else if (!dst.contains(k)) {
+        dst[k] = v;
+      } else if (dst[k] == v) {
+        continue;
+      } else if (k == "properties") {
+        if (!v.is_object() || !dst[k].is_object()) bad(at, "properties must be an object");
+        for (auto p = v.begin(); p != v.end(); ++p) {
+          Json& d = dst[k];
+          if (!d.contains(p.key())) d[p.key()] = p.value();
+          else if (d[p.key()] != p.value()) d[p.key()] = Json{{"allOf", Json::array({d[p.key()], p.value()})}};
+        }
+      } else if (k == "required") {
+        if (!v.is_array() || !dst[k].is_array()) bad(at, "required must be an array of names");
+        for (const Json& name : v)
+          if (std::find(dst[k].begin(), dst[k].end(), name) == dst[k].end()) dst[k].push_back(name);
+      } else if (k == "type") {
+        const std::vector<std::string> a = type_list(dst[k]), b = type_list(v);
+        if (a.empty() || b.empty()) bad(at, "type must be a string or an array of strings");
+        Json both = Json::array();
+        for (const std::string& x : a)
+          for (const std::string& y : b) {
+            std::string t = x == y ? x : (x == "integer" && y == "number") || (x == "number" && y == "integer") ? "integer" : "";
+            if (!t.empty() && std::find(both.begin(), both.end(), t) == both.end()) both.push_back(t);
+          }
+        if (both.empty()) bad(at, "allOf: the branches' types have nothing in common");
+        dst[k] = both.size() == 1 ? both[0] : both;
+      } else if (k == "minimum" || k == "exclusiveMinimum" || k == "minItems" || k == "minLength" || k == "maximum" ||
+                 k == "exclusiveMaximum" || k == "maxItems" || k == "maxLength") {
+        if (!v.is_number() || !dst[k].is_number()) bad(at, k + " must be a number");
+        const bool lower = k.rfind("min", 0) == 0 || k == "exclusiveMinimum";
+        if (lower ? v.get<double>() > dst[k].get<double>() : v.get<double>() < dst[k].get<double>()) dst[k] = v;
+      } else {
+        bad(at, "allOf: the branches give '" + k + "' different values, which cannot be merged");
+      }
+    }
+  }
+
+  std::string ref(const Json& r, const std::string& ptr) {
+    if (!r.is_string()) bad(ptr, "$ref must be a string");
+    const std::string target = r.get<std::string>();
+    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
+    const Json* node = resolve(target);
     if (!node) bad(ptr, "$ref '" + target + "' does not resolve (only #, #/$defs/NAME and #/definitions/NAME)");
     // Named before it is compiled, so a recursive reference finds it.
     const std::string name = fresh("ref");
@@ -326,16 +457,16 @@ class Compiler {
     if (!prefix.empty()) {
       if (s.contains("minItems") || s.contains("maxItems"))
         bad(ptr + "/minItems", "minItems / maxItems together with prefixItems are not supported");
-      std::string body = "\"[\"";
-      for (size_t i = 0; i < prefix.size(); ++i) body += (i ? " \",\" " : " ") + prefix[i];
-      if (!no_more) body += " ( \",\" " + item + " )*";
-      return "( " + body + " \"]\" )";
+      std::string body = "\"[\"" + W;
+      for (size_t i = 0; i < prefix.size(); ++i) body += (i ? W + "\",\"" + W : "") + prefix[i];
+      if (!no_more) body += " (" + W + "\",\"" + W + item + " )*";
+      return "( " + body + W + "\"]\" )";
     }
-    if (no_more || hi == 0) return "( \"[\" \"]\" )";
-    const std::string more = "( \",\" " + item + " ){" + std::to_string(lo > 0 ? lo - 1 : 0) + "," +
+    if (no_more || hi == 0) return "( \"[\"" + W + "\"]\" )";
+    const std::string more = "(" + W + "\",\"" + W + item + " ){" + std::to_string(lo > 0 ? lo - 1 : 0) + "," +
                              (hi >= 0 ? std::to_string(hi - 1) : "") + "}";
-    if (lo == 0) return "( \"[\" ( " + item + " " + more + " )? \"]\" )";
-    return "( \"[\" " + item + " " + more + " \"]\" )";
+    if (lo == 0) return "( \"[\"" + W + "( " + item + " " + more + W + ")? \"]\" )";
+    return "( \"[\"" + W + item + " " + more + W + "\"]\" )";
   }
 
   std::string object_rule(const Json& s, const std::string& ptr) {
@@ -353,7 +484,7 @@ class Compiler {
       for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
         const std::string v = rule_for(it.value(), ptr + "/properties/" + it.key());
         const std::string m = fresh("member");
-        text_ += m + " ::= " + lit(Json(it.key()).dump()) + " \":\" " + v + "\n";
+        text_ += m + " ::= " + lit(Json(it.key()).dump()) + W + "\":\"" + W + v + "\n";
         props.push_back({m, it.key()});
       }
     }
@@ -368,24 +499,29 @@ class Compiler {
       if (!(a.is_boolean() && !a.get<bool>())) {
         const std::string v = a.is_boolean() ? "jv" : rule_for(a, ptr + "/additionalProperties");
         extra = fresh("extra");
-        text_ += extra + " ::= jstr \":\" " + v + "\n";
+        text_ += extra + " ::= jstr" + W + "\":\"" + W + v + "\n";
       }
     }
     // head_i: the members from i on when none was written yet; tail_i: after one was.
     const size_t n = props.size();
     std::vector<std::string> head(n + 1), tail(n + 1);
     for (size_t i = 0; i <= n; ++i) head[i] = fresh("head"), tail[i] = fresh("tail");
-    text_ += tail[n] + " ::= " + (extra.empty() ? "\"\"" : "( \",\" " + extra + " )*") + "\n";
-    text_ += head[n] + " ::= " + (extra.empty() ? "\"\"" : "( " + extra + " ( \",\" " + extra + " )* )?") + "\n";
+    // With whitespace, a member's separator is ws "," ws; the object's ends are "{" ws and
+    // ws "}".
+    const std::string sep = W + "\",\"" + W;
+    text_ += tail[n] + " ::= " + (extra.empty() ? "\"\"" : "(" + sep + extra + " )*") + "\n";
+    text_ += head[n] + " ::= " + (extra.empty() ? "\"\"" : "( " + extra + " (" + sep + extra + " )* )?") + "\n";
     for (size_t i = n; i-- > 0;) {
       const bool req = required.count(props[i].second) > 0;
-      text_ += tail[i] + " ::= \",\" " + props[i].first + " " + tail[i + 1] + (req ? "" : " | " + tail[i + 1]) + "\n";
+      text_ += tail[i] + " ::=" + sep + props[i].first + " " + tail[i + 1] + (req ? "" : " | " + tail[i + 1]) + "\n";
       text_ += head[i] + " ::= " + props[i].first + " " + tail[i + 1] + (req ? "" : " | " + head[i + 1]) + "\n";
     }
-    return "( \"{\" " + head[0] + " \"}\" )";
+    if (W == " ") return "( \"{\" " + head[0] + " \"}\" )";
+    return "( \"{\" ws " + head[0] + " ws \"}\" )";
   }
 
   const Json& root_;
+  std::string W = " ";  // between JSON tokens: " " (compact) or " ws "
   Grammar g_;
   std::string text_;
   std::map<std::string, std::string> refs_;
@@ -394,14 +530,14 @@ class Compiler {
 
 }  // namespace
 
-Grammar compile_json_schema(const std::string& schema_json) {
+Grammar compile_json_schema(const std::string& schema_json, const JsonWhitespace& ws) {
   Json j;
   try {
     j = Json::parse(schema_json);
   } catch (const std::exception& e) {
     fail("JSON schema: not valid JSON: ", e.what());
   }
-  return Compiler(j).run();
+  return Compiler(j, ws).run();
 }
 
 }  // namespace gannet::structured

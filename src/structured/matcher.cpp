@@ -68,7 +68,21 @@ Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const T
   std::vector<int32_t> start;
   expand(top, kAccept, &start);
   normalize(&start);
-  state_ = set_id(start);
+  start_ = state_ = set_id(start);
+}
+
+void Matcher::reset() {
+  state_ = start_;
+  history_.clear();
+  terminated_ = false;
+  accepted_ = 0;
+}
+
+bool Matcher::could_start_with(std::string_view bytes) {
+  int32_t cur = start_;
+  for (unsigned char b : bytes)
+    if ((cur = next(cur, b)) < 0) return false;
+  return true;
 }
 
 int32_t Matcher::set_id(const std::vector<int32_t>& s) {

@@ -69,6 +69,11 @@ class Matcher {
   // Undoes the last k accepted tokens (k <= tokens accepted, <= max_rollback).
   void rollback(int k);
 
+  // Back to the start of the document (history cleared; what was learnt is kept).
+  void reset();
+  // Whether the document may start with these bytes (the state is not changed).
+  bool could_start_with(std::string_view bytes);
+
   bool can_end() const;                      // the bytes so far form a complete document
   bool is_terminated() const { return terminated_; }  // an EOS was accepted
   int64_t tokens_accepted() const { return accepted_; }
@@ -115,6 +120,7 @@ class Matcher {
   std::vector<std::vector<int32_t>> sets_;  // configuration sets: node ids or kAccept
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> set_ids_;
   std::vector<int32_t> trans_;              // [set * 256 + byte]: next set, -1 none, -2 unknown
+  int32_t start_ = -1;                      // the set at the start of the document
   int32_t state_ = -1;                      // the current set
   std::vector<int32_t> history_;            // sets before each undoable token
   bool terminated_ = false;
