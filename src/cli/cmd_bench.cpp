@@ -5,6 +5,7 @@
 
 #include "core/cpu_budget.h"
 #include "bench/engine_benches.h"
+#include "bench/grammar_bench.h"
 #include "bench/roofline.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -19,13 +20,17 @@ namespace gannet::cli {
 namespace {
 
 const char* kUsage =
-    "usage: gannet bench <roofline|decode|prefill|throughput> [flags]\n"
+    "usage: gannet bench <roofline|decode|prefill|throughput|grammar> [flags]\n"
     "\n"
     "  roofline                     measure read bandwidth and arithmetic peaks; cached as JSON\n"
     "  decode --model DIR [--batch-sizes 1,2,4,8,16,32,64] [--input-len 128] [--output-len 32]\n"
     "  prefill --model DIR [--lengths 128,512,2048] [--repeats 3]\n"
     "  throughput --model DIR [--num-prompts 64] [--input-len 128] [--output-len 64] [--dataset FILE.jsonl]\n"
     "             [--input-len-max N] [--output-len-max N]   (lengths spread over [len, max])\n"
+    "  grammar --suite FILE.jsonl [--tokenizer tokenizer.json] [--vocab-size N] [--write-tokens FILE]\n"
+    "             JSON Schema compile and per-token mask times on a schema suite (default tokenizer:\n"
+    "             assets/tokenizers/deepseek-v3, vocabulary 129280); --write-tokens saves the token\n"
+    "             sequences for tools/bench_grammar_xgrammar.py\n"
     "\n"
     "common flags:\n"
     "  --threads N            threads (default: the usable CPUs)\n"
@@ -80,11 +85,36 @@ int cmd_bench(const Args& args) {
           {"model", "threads", "json", "csv", "batch-sizes", "input-len", "output-len", "lengths", "repeats",
            "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max",
            "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
-           "ngram-max", "prompts"},
+           "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens"},
           {"remeasure", "help", "force-accept"});
   if (f.has("force-accept") && which != "decode") throw UsageError("--force-accept applies to bench decode only");
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (which == "grammar") {
+    bench::GrammarBenchOptions o;
+    o.suite = f.require("suite");
+    o.tokenizer = f.get("tokenizer").value_or("assets/tokenizers/deepseek-v3/tokenizer.json");
+    o.vocab_size = f.get_int_in("vocab-size", f.has("tokenizer") ? 0 : 129280, 0, int64_t(1) << 24);
+    o.write_tokens = f.get("write-tokens").value_or("");
+    const nlohmann::json r = bench::run_grammar_bench(o);
+    const auto& c = r["compile_ms"];
+    const auto& m = r["mask_us"];
+    std::printf("gannet bench grammar  (%s, %lld schemas, %zu compile failures, %zu token failures)\n",
+                o.suite.c_str(), (long long)r["schemas"].get<int64_t>(), r["compile_failures"].size(),
+                r["token_failures"].size());
+    if (!c.empty())
+      std::printf("compile ms: p50 %.3f  p99 %.3f  max %.3f  mean %.3f\n", c["p50"].get<double>(), c["p99"].get<double>(),
+                  c["max"].get<double>(), c["mean"].get<double>());
+    if (!m.empty())
+      std::printf("mask us:    p50 %.2f  p99 %.2f  max %.2f  mean %.2f  (%lld masks)\n", m["p50"].get<double>(),
+                  m["p99"].get<double>(), m["max"].get<double>(), m["mean"].get<double>(), (long long)m["n"].get<int64_t>());
+    if (auto p = f.get("json")) {
+      std::ofstream out(*p);
+      if (!out) fail("cannot write ", *p);
+      out << r.dump(1) << "\n";
+    }
     return 0;
   }
   const int threads = int(f.get_int_in("threads", usable_cpus(), 1, 1024));

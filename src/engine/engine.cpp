@@ -164,6 +164,7 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
     if (!args_.quiet) std::fprintf(stderr, "gannet: step-time profile for --speculative-verify varlen\n");
     executor_->set_step_profile(step_profile(key, *model_, *cache_, pool_.get(), max_b));
   }
+  executor_->set_grammar_rollback(int(std::max<int64_t>(16, 2 * (args_.num_speculative_tokens + model_->draft_block()) + 2)));
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_.get());
   if (args_.async_scheduling) exec_thread_ = std::make_unique<ExecutorThread>(*executor_);
   if (!args_.quiet) {
@@ -273,7 +274,11 @@ void Engine::add(std::unique_ptr<Request> req) {
     auto it = grammar_cache_.find(key);
     if (it == grammar_cache_.end()) {
       if (grammar_cache_.size() >= 256) grammar_cache_.clear();
-      it = grammar_cache_.emplace(key, std::async(std::launch::async, [so] { return structured::compile_structured(so); }).share()).first;
+      auto vocab = grammar_vocab_;
+      auto job = [so, vocab] {
+        return std::make_shared<structured::Automaton>(structured::compile_structured(so), vocab.get());
+      };
+      it = grammar_cache_.emplace(key, std::async(std::launch::async, job).share()).first;
     }
     compiling_.push_back({req.get(), it->second});
     requests_[id] = std::move(req);
@@ -293,12 +298,6 @@ void Engine::admit_compiled() {
     }
     try {
       req->grammar = fut.get();
-      if (!grammar_vocab_sent_) {
-        // Rows with grammars reach the executor only after this (through a plan).
-        executor_->set_grammar_vocab(grammar_vocab_.get(),
-                                     int(std::max<int64_t>(16, 2 * (args_.num_speculative_tokens + model_->draft_block()) + 2)));
-        grammar_vocab_sent_ = true;
-      }
       scheduler_->add(req->seqs[0].get());
     } catch (const Error& e) {
       Sequence& s = *req->seqs[0];

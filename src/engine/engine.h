@@ -115,11 +115,10 @@ class Engine {
   // Structured output: requests waiting for their grammar, compiled grammars by
   // specification (kind, whitespace, text; cleared past 256), and the vocabulary as bytes
   // (built on the first structured request).
-  using GrammarFuture = std::shared_future<std::shared_ptr<const structured::Grammar>>;
+  using GrammarFuture = std::shared_future<std::shared_ptr<structured::Automaton>>;
   std::vector<std::pair<Request*, GrammarFuture>> compiling_;
   std::map<std::string, GrammarFuture> grammar_cache_;
   std::shared_future<std::shared_ptr<const structured::TokenVocab>> grammar_vocab_;
-  bool grammar_vocab_sent_ = false;
   int64_t steps_ = 0;
   double sched_seconds_ = 0, executor_seconds_ = 0, draft_seconds_ = 0;
   bool streaming_ = true;

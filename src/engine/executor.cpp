@@ -63,7 +63,6 @@ void Executor::apply_changes(const StepPlan& plan) {
     r.forced = nullptr;
     r.grammar.reset();
     if (a.grammar) {
-      GANNET_CHECK(grammar_vocab_, "a row with a grammar but no grammar vocabulary");
       r.grammar = std::make_unique<Row::Grammar>();
       r.grammar->grammar = a.grammar;
       r.grammar->mask.resize(size_t((vocab_ + 31) / 32));
@@ -82,16 +81,14 @@ const uint32_t* Executor::grammar_mask(const Row& row, std::span<const int32_t> 
   Row::Grammar& g = *row.grammar;
   const std::span<const int32_t> out = history.subspan(size_t(row.prompt_len));
   if (!g.c)
-    g.c = std::make_unique<structured::Constraint>(g.grammar, grammar_vocab_, row.params.structured.trigger,
-                                                   grammar_rollback_);
+    g.c = std::make_unique<structured::Constraint>(g.grammar, row.params.structured.trigger, grammar_rollback_);
   size_t common = 0;
   while (common < g.fed.size() && common < out.size() && g.fed[common] == out[common]) ++common;
   if (const size_t back = g.fed.size() - common; back > 0) {
     if (int64_t(back) <= g.c->rollback_available()) {
       g.c->rollback(int(back));
     } else {  // past what it can undo: replay from the start
-      g.c = std::make_unique<structured::Constraint>(g.grammar, grammar_vocab_, row.params.structured.trigger,
-                                                     grammar_rollback_);
+      g.c = std::make_unique<structured::Constraint>(g.grammar, row.params.structured.trigger, grammar_rollback_);
       common = 0;
     }
     g.fed.resize(common);

@@ -33,13 +33,9 @@ class Executor {
 
   size_t num_rows() const { return rows_.size(); }
 
-  // Structured output: the vocabulary as bytes, set (once) before the first row with a
-  // grammar is added. max_rollback: tokens a row's constraint can take back without
-  // being rebuilt (at least the most drafts a step verifies).
-  void set_grammar_vocab(std::shared_ptr<const structured::TokenVocab> v, int max_rollback) {
-    grammar_vocab_ = std::move(v);
-    grammar_rollback_ = max_rollback;
-  }
+  // Structured output: tokens a row's constraint can take back without being rebuilt (at
+  // least the most drafts a step verifies or drafts).
+  void set_grammar_rollback(int max_rollback) { grammar_rollback_ = max_rollback; }
 
   // Confidence-scheduled verification (--speculative-verify varlen, DSpark drafts):
   // seconds[b - 1] a step of b tokens takes (step_profile.h); each step then verifies, per
@@ -73,7 +69,7 @@ class Executor {
     const std::vector<int32_t>* forced = nullptr;  // set_forced_drafts' continuation
     // Structured output: the constraint after the outputs in `fed`, and its mask.
     struct Grammar {
-      std::shared_ptr<const structured::Grammar> grammar;
+      std::shared_ptr<structured::Automaton> grammar;  // shared by rows of the same grammar
       std::unique_ptr<structured::Constraint> c;
       std::vector<int32_t> fed;
       std::vector<uint32_t> mask;
@@ -114,7 +110,6 @@ class Executor {
   std::vector<std::function<int32_t(int64_t, const float*)>> choose_fns_;
   std::vector<sampling::RejectionScratch> rejection_scratch_;  // one per pool thread
   std::map<std::vector<int32_t>, std::vector<int32_t>> forced_;
-  std::shared_ptr<const structured::TokenVocab> grammar_vocab_;
   int grammar_rollback_ = 16;
   std::vector<double> step_seconds_;                        // varlen's profile (empty: fixed)
   double fixed_seconds_ = 0;                                // a step's measured cost beyond it

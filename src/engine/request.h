@@ -10,7 +10,7 @@
 #include "engine/sequence.h"
 #include "gannet/request_output.h"
 #include "gannet/sampling_params.h"
-#include "structured/grammar.h"
+#include "structured/matcher.h"
 
 namespace gannet::engine {
 
@@ -21,7 +21,7 @@ struct Request {
   SamplingParams params;
   uint64_t seed = 0;
   // Structured output: the compiled grammar (set before the scheduler sees the request).
-  std::shared_ptr<const structured::Grammar> grammar;
+  std::shared_ptr<structured::Automaton> grammar;
   std::vector<std::unique_ptr<Sequence>> seqs;  // [n] once forked, [1] before
   std::vector<std::optional<PositionLogprobs>> prompt_logprobs;  // [prompt_len] when asked
   RequestMetrics metrics;

@@ -13,7 +13,7 @@
 #include "cache/block_manager.h"
 #include "gannet/request_output.h"
 #include "gannet/sampling_params.h"
-#include "structured/grammar.h"
+#include "structured/matcher.h"
 
 namespace gannet::engine {
 
@@ -32,7 +32,7 @@ struct RowAdd {
   int32_t state_slot = -1;      // the sequence's state slot for the row's lifetime
   // Structured output: the request's compiled grammar (immutable, shared by its samples);
   // the executor rebuilds the constraint's state from `tokens`.
-  std::shared_ptr<const structured::Grammar> grammar;
+  std::shared_ptr<structured::Automaton> grammar;
 };
 
 struct PlanRow {

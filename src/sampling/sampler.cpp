@@ -33,11 +33,15 @@ const float* Sampler::processed(const SampleInput& in) {
     bool any = false;
     for (int64_t w = 0; w * 32 < vocab_; ++w) {
       const uint32_t bits = in.allowed[w];
-      const int64_t hi = std::min<int64_t>(32, vocab_ - w * 32);
+      const int64_t t0 = w * 32, hi = std::min<int64_t>(32, vocab_ - t0);
+      if (bits == 0) {  // most words of a tight grammar
+        std::fill(dst + t0, dst + t0 + hi, kNeg);
+        continue;
+      }
       for (int64_t b = 0; b < hi; ++b) {
-        const int64_t t = w * 32 + b;
-        dst[t] = (bits >> b) & 1u ? src[t] : kNeg;
-        any |= dst[t] != kNeg;
+        const float x = (bits >> b) & 1u ? src[t0 + b] : kNeg;
+        dst[t0 + b] = x;
+        any |= x != kNeg;
       }
     }
     return any;

@@ -25,10 +25,8 @@ std::shared_ptr<const Grammar> compile_structured(const StructuredOutput& so) {
   fail("structured output: no kind given");
 }
 
-Constraint::Constraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab,
-                       std::string trigger, int max_rollback)
-    : m_(std::move(grammar), vocab, max_rollback), vocab_(std::move(vocab)), trigger_(std::move(trigger)),
-      max_rollback_(max_rollback) {
+Constraint::Constraint(std::shared_ptr<Automaton> automaton, std::string trigger, int max_rollback)
+    : m_(automaton, max_rollback), vocab_(automaton->vocab()), trigger_(std::move(trigger)), max_rollback_(max_rollback) {
   fail_.assign(trigger_.size() + 1, 0);
   for (size_t i = 1, k = 0; i < trigger_.size(); ++i) {
     while (k > 0 && trigger_[i] != trigger_[k]) k = size_t(fail_[k]);

@@ -32,8 +32,8 @@ std::shared_ptr<const Grammar> compile_structured(const StructuredOutput& so);
 
 class Constraint {
  public:
-  Constraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab, std::string trigger,
-             int max_rollback);
+  // The automaton may be shared with other constraints of the same grammar.
+  Constraint(std::shared_ptr<Automaton> automaton, std::string trigger, int max_rollback);
 
   // Feeds a sampled token; false (and no change) if the constraint does not allow it.
   bool accept_token(int32_t id);

@@ -32,11 +32,19 @@ jint ::= "-"? ( "0" | [1-9] [0-9]* )
 juint ::= "0" | [1-9] [0-9]*
 )G";
 
+// Formats as regular expressions. Dates are real calendar dates (years 0001-9999, the
+// month's length, February 29 in leap years only: what RFC 3339 validators check); times
+// have seconds 00-59 (no leap second: validators disagree on where 60 is allowed) and a
+// required offset.
+const std::string kYear = "([1-9]\\d{3}|0[1-9]\\d{2}|00[1-9]\\d|000[1-9])";
+const std::string kDate = "(" + kYear +
+                          "-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|02-(0[1-9]|1\\d|2[0-8]))"
+                          "|(\\d{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29)";
+const std::string kTime = "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d+)?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)";
 const std::map<std::string, std::string> kFormats = {
-    {"date", "\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])"},
-    {"time", "([01]\\d|2[0-3]):[0-5]\\d:([0-5]\\d|60)(\\.\\d+)?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"},
-    {"date-time",
-     "\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])T([01]\\d|2[0-3]):[0-5]\\d:([0-5]\\d|60)(\\.\\d+)?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)"},
+    {"date", kDate},
+    {"time", kTime},
+    {"date-time", kDate + "T" + kTime},
     {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
     {"email", "[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)+"},
 };

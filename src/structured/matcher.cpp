@@ -1,7 +1,10 @@
 #include "structured/matcher.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <numeric>
 
 #include "core/error.h"
@@ -43,15 +46,31 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
       trie_.push_back(n);
     }
     for (size_t g = 0; g < groups.size(); ++g) build(first + int32_t(g), groups[g].first, groups[g].second, depth + 1);
+    trie_[size_t(at)].subtree_end = int32_t(trie_tokens_.size());
   };
   build(0, 0, ids.size(), 0);
+  for (int32_t i : ids)
+    if (bytes_[size_t(i)].size() > size_t(kShortBytes)) long_.push_back(i);
+}
+
+std::shared_ptr<const TokenVocab::Classification> TokenVocab::find_classification(const std::string& key) const {
+  std::lock_guard<std::mutex> lk(cls_mu_);
+  auto it = cls_.find(key);
+  return it == cls_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const TokenVocab::Classification> TokenVocab::keep_classification(
+    const std::string& key, std::shared_ptr<const Classification> c) const {
+  std::lock_guard<std::mutex> lk(cls_mu_);
+  if (cls_.size() >= 1024) cls_.clear();  // ~16 KiB each at 129k tokens
+  return cls_.emplace(key, std::move(c)).first->second;
 }
 
 bool TokenVocab::is_eos(int32_t id) const { return std::find(eos_.begin(), eos_.end(), id) != eos_.end(); }
 
-Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab, int max_rollback)
-    : g_(std::move(grammar)), vocab_(std::move(vocab)), max_rollback_(max_rollback) {
-  GANNET_CHECK(g_ && vocab_ && max_rollback >= 0);
+Automaton::Automaton(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab)
+    : g_(std::move(grammar)), vocab_(std::move(vocab)) {
+  GANNET_CHECK(g_ && vocab_);
   g_->check();
   const auto& rules = g_->rules();
   alt_starts_.resize(rules.size());
@@ -68,24 +87,62 @@ Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const T
   std::vector<int32_t> start;
   expand(top, kAccept, &start);
   normalize(&start);
-  start_ = state_ = set_id(start);
+  start_ = set_id(start);
+  // The fewest bytes each rule matches (a fixed point from "unbounded"), and the most:
+  // unbounded for rules that reach themselves, else the longest alternative's sum.
+  constexpr int32_t kInf = kUnbounded;
+  min_len_.assign(rules.size(), kInf);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules.size(); ++r)
+      for (const auto& alt : rules[r].alts) {
+        int64_t n = 0;
+        for (const Element& e : alt) n += e.kind == Element::Kind::kRule ? min_len_[size_t(e.id)] : 1;
+        if (n < min_len_[r]) min_len_[r] = int32_t(n), changed = true;
+      }
+  }
+  max_len_.assign(rules.size(), -1);  // -1: not yet known; -2: being computed
+  std::function<int32_t(int32_t)> longest = [&](int32_t r) -> int32_t {
+    if (max_len_[size_t(r)] == -2) return kInf;  // a cycle
+    if (max_len_[size_t(r)] >= 0) return max_len_[size_t(r)];
+    max_len_[size_t(r)] = -2;
+    int64_t best = 0;
+    for (const auto& alt : rules[size_t(r)].alts) {
+      int64_t n = 0;
+      for (const Element& e : alt) n += e.kind == Element::Kind::kRule ? longest(e.id) : 1;
+      best = std::max(best, n);
+    }
+    return max_len_[size_t(r)] = int32_t(std::min<int64_t>(best, kInf));
+  };
+  for (size_t r = 0; r < rules.size(); ++r) longest(int32_t(r));
+  // A rule on a cycle may have been finished before the cycle was found: redo with the
+  // cycle members marked unbounded until nothing changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules.size(); ++r) {
+      int64_t best = 0;
+      for (const auto& alt : rules[r].alts) {
+        int64_t n = 0;
+        for (const Element& e : alt) n += e.kind == Element::Kind::kRule ? max_len_[size_t(e.id)] : 1;
+        best = std::max(best, n);
+      }
+      const int32_t v = int32_t(std::min<int64_t>(best, kInf));
+      if (v > max_len_[r]) max_len_[r] = v, changed = true;
+    }
+  }
+  set_text_.resize(g_->sets().size());
+  for (size_t i = 0; i < set_text_.size(); ++i) {
+    const ByteSet& b = g_->sets()[i];
+    std::string& t = set_text_[i];
+    for (int k = 0; k < 256; k += 8) {
+      char c = 0;
+      for (int j = 0; j < 8; ++j) c = char(c | (b[size_t(k + j)] << j));
+      t += c;
+    }
+  }
 }
 
-void Matcher::reset() {
-  state_ = start_;
-  history_.clear();
-  terminated_ = false;
-  accepted_ = 0;
-}
-
-bool Matcher::could_start_with(std::string_view bytes) {
-  int32_t cur = start_;
-  for (unsigned char b : bytes)
-    if ((cur = next(cur, b)) < 0) return false;
-  return true;
-}
-
-int32_t Matcher::set_id(const std::vector<int32_t>& s) {
+int32_t Automaton::set_id(const std::vector<int32_t>& s) {
   auto it = set_ids_.find(s);
   if (it != set_ids_.end()) return it->second;
   const int32_t id = int32_t(sets_.size());
@@ -95,17 +152,17 @@ int32_t Matcher::set_id(const std::vector<int32_t>& s) {
   return id;
 }
 
-int32_t Matcher::next(int32_t set, uint8_t b) {
-  int32_t& t = trans_[size_t(set) * 256 + b];
+int32_t Automaton::next(int32_t set, uint8_t b) {
+  const int32_t t = trans_[size_t(set) * 256 + b];
   if (t != -2) return t;
   const std::vector<int32_t> from = sets_[size_t(set)];  // a copy: set_id may grow sets_
   step(from, b, &scratch_);
   const int32_t id = scratch_.empty() ? -1 : set_id(scratch_);
-  trans_[size_t(set) * 256 + b] = id;  // t may dangle after set_id grew trans_
+  trans_[size_t(set) * 256 + b] = id;
   return id;
 }
 
-int32_t Matcher::intern(int32_t pos, int32_t parent) {
+int32_t Automaton::intern(int32_t pos, int32_t parent) {
   const NodeKey k{pos, parent};
   auto it = node_ids_.find(k);
   if (it != node_ids_.end()) return it->second;
@@ -115,7 +172,7 @@ int32_t Matcher::intern(int32_t pos, int32_t parent) {
   return id;
 }
 
-void Matcher::expand(int32_t pos, int32_t parent, std::vector<int32_t>* out) {
+void Automaton::expand(int32_t pos, int32_t parent, std::vector<int32_t>* out) {
   for (;;) {
     const Flat f = flat_[size_t(pos)];
     if (f.kind == 0) {
@@ -123,8 +180,8 @@ void Matcher::expand(int32_t pos, int32_t parent, std::vector<int32_t>* out) {
       return;
     }
     if (f.kind == 2) {  // the alternative is done: continue in the parent
-      if (parent == kAccept) {
-        out->push_back(kAccept);
+      if (parent < 0) {  // the document's end, or below a classification's frames
+        out->push_back(parent);
         return;
       }
       const NodeKey p = nodes_[size_t(parent)];
@@ -143,46 +200,243 @@ void Matcher::expand(int32_t pos, int32_t parent, std::vector<int32_t>* out) {
   }
 }
 
-void Matcher::normalize(std::vector<int32_t>* s) const {
+void Automaton::normalize(std::vector<int32_t>* s) const {
   std::sort(s->begin(), s->end());
   s->erase(std::unique(s->begin(), s->end()), s->end());
 }
 
-void Matcher::step(const std::vector<int32_t>& from, uint8_t b, std::vector<int32_t>* out) {
+void Automaton::step(const std::vector<int32_t>& from, uint8_t b, std::vector<int32_t>* out) {
   out->clear();
   const auto& sets = g_->sets();
   for (int32_t c : from) {
-    if (c == kAccept) continue;
+    if (c < 0) continue;
     const NodeKey k = nodes_[size_t(c)];
     if (sets[size_t(flat_[size_t(k.pos)].id)][b]) expand(k.pos + 1, k.parent, out);
   }
   normalize(out);
 }
 
-bool Matcher::accept_bytes(std::string_view bytes) {
-  if (terminated_) return false;
-  int32_t cur = state_;
-  for (unsigned char b : bytes) {
-    cur = next(cur, b);
-    if (cur < 0) return false;
+bool Automaton::can_end(int32_t set) const {
+  for (int32_t x : sets_[size_t(set)]) {  // sorted: the markers come first
+    if (x >= 0) break;
+    if (x == kAccept) return true;
   }
-  state_ = cur;
+  return false;
+}
+
+namespace {
+std::atomic<bool> g_classify{true};
+}
+
+void Automaton::set_classify(bool on) { g_classify = on; }
+
+std::string Automaton::frames_key(const std::vector<int32_t>& frames, int32_t bottom) {
+  // Rules are unrolled with a byte budget: a reference is written as the fragment of
+  // (rule, budget left), fragments numbered in the order met, and nothing is written once
+  // the budget is spent (the bytes past it lie beyond every classified token). So a
+  // counted repetition with many repetitions left reads the same however many.
+  constexpr int32_t kBudget = TokenVocab::kShortBytes + 1;
+  std::string key;
+  std::map<std::pair<int32_t, int32_t>, int32_t> fragments;
+  std::vector<std::pair<int32_t, int32_t>> queue;
+  auto put_int = [&](int32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  auto seq = [&](int32_t pos, int32_t budget) {
+    for (;; ++pos) {
+      if (budget <= 0) {
+        key += 'C';
+        return;
+      }
+      const Flat f = flat_[size_t(pos)];
+      if (f.kind == 2) {
+        key += 'E';
+        return;
+      }
+      if (f.kind == 0) {
+        key += 'B';
+        key += set_text_[size_t(f.id)];
+        budget -= 1;
+      } else {
+        // A rule that cannot outrun the budget reads the same under any larger one.
+        const int32_t b = std::min(budget, max_len_[size_t(f.id)] + 1);
+        auto [it, fresh] = fragments.emplace(std::make_pair(f.id, b), int32_t(fragments.size()));
+        if (fresh) queue.push_back({f.id, b});
+        key += 'R';
+        put_int(it->second);
+        budget -= std::min<int32_t>(min_len_[size_t(f.id)], kBudget);
+      }
+    }
+  };
+  for (int32_t p : frames) seq(p, kBudget);
+  key += bottom == kAccept ? 'A' : 'S';
+  for (size_t i = 0; i < queue.size(); ++i) {
+    key += 'r';
+    for (int32_t start : alt_starts_[size_t(queue[i].first)]) seq(start, queue[i].second);
+  }
+  return key;
+}
+
+const TokenVocab::Classification& Automaton::classification(int32_t node) {
+  if (auto it = node_cls_.find(node); it != node_cls_.end()) return *it->second;
+  std::vector<int32_t> frames;
+  int32_t at = node;
+  while (at >= 0 && int(frames.size()) < kFrames) {
+    frames.push_back(nodes_[size_t(at)].pos);
+    at = nodes_[size_t(at)].parent;
+  }
+  const int32_t bottom = at == kAccept ? kAccept : kEscape;
+  const std::string key = frames_key(frames, bottom);
+  std::shared_ptr<const TokenVocab::Classification> cls = vocab_->find_classification(key);
+  if (!cls) {
+    // Walk the trie from the frames alone, with kEscape where the frames below would be.
+    int32_t chain = bottom;
+    for (size_t i = frames.size(); i-- > 0;) chain = intern(frames[i], chain);
+    const int32_t start = set_id({chain});
+    auto c = std::make_shared<TokenVocab::Classification>();
+    c->accepted.assign(size_t((vocab_->size() + 31) / 32), 0u);
+    const TokenVocab::Node* trie = vocab_->trie().data();
+    const int32_t* toks = vocab_->token_ids().data();
+    cwalk_.clear();
+    cwalk_.push_back({0, start, false, 0});
+    while (!cwalk_.empty()) {
+      const auto [tn, from, escaped_before, depth] = cwalk_.back();
+      cwalk_.pop_back();
+      // Past the frames after this prefix: what the frames refuse next may be the stack's.
+      const bool escaped = escaped_before || sets_[size_t(from)].front() == kEscape;
+      const TokenVocab::Node& n = trie[tn];
+      for (int32_t ch = n.first_child, end = n.first_child + n.n_children; ch < end; ++ch) {
+        const TokenVocab::Node& cn = trie[ch];
+        const int32_t to = next(from, cn.byte);
+        if (to < 0) {
+          if (escaped)
+            for (int32_t t = cn.first_token; t < cn.subtree_end; ++t)
+              if (vocab_->bytes(toks[t]).size() <= size_t(TokenVocab::kShortBytes)) c->uncertain.push_back(toks[t]);
+          continue;
+        }
+        for (int32_t t = cn.first_token, te = cn.first_token + cn.n_tokens; t < te; ++t)
+          c->accepted[size_t(toks[t]) / 32] |= 1u << (toks[t] % 32);
+        // Past kShortBytes only long tokens remain: fill_mask_classified checks those.
+        if (cn.n_children && depth + 1 < TokenVocab::kShortBytes) cwalk_.push_back({ch, to, escaped, depth + 1});
+      }
+    }
+    cls = vocab_->keep_classification(key, std::move(c));
+  }
+  return *node_cls_.emplace(node, std::move(cls)).first->second;
+}
+
+void Automaton::fill_mask_classified(int32_t state, uint32_t* m) {
+  const std::vector<int32_t> configs = sets_[size_t(state)];  // a copy: sets_ grows below
+  const size_t words = size_t((vocab_->size() + 31) / 32);
+  for (int32_t c : configs) {
+    if (c < 0) continue;
+    const TokenVocab::Classification& cls = classification(c);
+    for (size_t w = 0; w < words; ++w) m[w] |= cls.accepted[w];
+  }
+  auto check = [&](int32_t t) {
+    if ((m[t / 32] >> (t % 32)) & 1u) return;
+    int32_t cur = state;
+    for (unsigned char b : vocab_->bytes(t))
+      if ((cur = next(cur, b)) < 0) return;
+    m[t / 32] |= 1u << (t % 32);
+  };
+  for (int32_t c : configs)
+    if (c >= 0)
+      for (int32_t t : node_cls_.at(c)->uncertain) check(t);
+  for (int32_t t : vocab_->long_tokens()) check(t);
+}
+
+void Automaton::fill_mask(int32_t state, std::span<uint32_t> mask) {
+  const int64_t V = vocab_->size();
+  GANNET_CHECK(int64_t(mask.size()) * 32 >= V, "token bitmask of ", mask.size(), " words for ", V, " tokens");
+  if (auto it = masks_.find(state); it != masks_.end()) {
+    std::copy(it->second.begin(), it->second.end(), mask.begin());
+    std::fill(mask.begin() + int64_t(it->second.size()), mask.end(), 0u);
+    return;
+  }
+  std::fill(mask.begin(), mask.end(), 0u);
+  uint32_t* m = mask.data();
+  if (can_end(state))
+    for (int32_t e : vocab_->eos_ids()) m[e / 32] |= 1u << (e % 32);
+  const TokenVocab::Node* trie = vocab_->trie().data();
+  const int32_t* toks = vocab_->token_ids().data();
+  // A set that many bytes continue (inside a string, say) would walk most of the trie:
+  // its configurations' classifications give the mask instead.
+  int wide = 0;
+  if (g_classify)
+    for (int32_t c = trie[0].first_child; c < trie[0].first_child + trie[0].n_children; ++c)
+      wide += next(state, trie[c].byte) >= 0;
+  if (wide > 48) {
+    fill_mask_classified(state, m);
+  } else {
+  // Depth-first over the trie (an explicit stack): a subtree is skipped as soon as its
+  // prefix is refused.
+  walk_.clear();
+  walk_.push_back({0, state});
+  while (!walk_.empty()) {
+    const auto [node, from] = walk_.back();
+    walk_.pop_back();
+    const TokenVocab::Node& n = trie[node];
+    for (int32_t c = n.first_child, end = n.first_child + n.n_children; c < end; ++c) {
+      const TokenVocab::Node& ch = trie[c];
+      int32_t to = trans_[size_t(from) * 256 + ch.byte];
+      if (to == -2) to = next(from, ch.byte);
+      if (to < 0) continue;
+      for (int32_t t = ch.first_token, te = ch.first_token + ch.n_tokens; t < te; ++t) m[toks[t] / 32] |= 1u << (toks[t] % 32);
+      if (ch.n_children) walk_.push_back({c, to});
+    }
+  }
+  }
+  if (masks_.size() >= kMaskCache) masks_.clear();
+  masks_.emplace(state, std::vector<uint32_t>(mask.begin(), mask.begin() + (V + 31) / 32));
+}
+
+Matcher::Matcher(std::shared_ptr<Automaton> automaton, int max_rollback)
+    : a_(std::move(automaton)), max_rollback_(max_rollback) {
+  GANNET_CHECK(a_ && max_rollback >= 0);
+  state_ = a_->start_;
+}
+
+Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab, int max_rollback)
+    : Matcher(std::make_shared<Automaton>(std::move(grammar), std::move(vocab)), max_rollback) {}
+
+void Matcher::reset() {
+  state_ = a_->start_;
+  history_.clear();
+  terminated_ = false;
+  accepted_ = 0;
+}
+
+bool Matcher::walk(int32_t cur, std::string_view bytes, int32_t* to) {
+  for (unsigned char b : bytes)
+    if ((cur = a_->next(cur, b)) < 0) return false;
+  *to = cur;
   return true;
 }
 
+bool Matcher::could_start_with(std::string_view bytes) {
+  std::lock_guard<std::mutex> lk(a_->mu_);
+  int32_t to;
+  return walk(a_->start_, bytes, &to);
+}
+
+bool Matcher::accept_bytes(std::string_view bytes) {
+  if (terminated_) return false;
+  std::lock_guard<std::mutex> lk(a_->mu_);
+  return walk(state_, bytes, &state_);
+}
+
 bool Matcher::can_end() const {
-  const std::vector<int32_t>& s = sets_[size_t(state_)];
-  return !s.empty() && s.front() == kAccept;
+  std::lock_guard<std::mutex> lk(a_->mu_);
+  return a_->can_end(state_);
 }
 
 bool Matcher::accept_token(int32_t id) {
-  if (terminated_ || id < 0 || id >= vocab_->size()) return false;
+  if (terminated_ || id < 0 || id >= a_->vocab_->size()) return false;
   const int32_t before = state_;
-  if (vocab_->is_eos(id)) {
+  if (a_->vocab_->is_eos(id)) {
     if (!can_end()) return false;
     terminated_ = true;
   } else {
-    const std::string& b = vocab_->bytes(id);
+    const std::string& b = a_->vocab_->bytes(id);
     if (b.empty() || !accept_bytes(b)) return false;
   }
   history_.push_back(before);
@@ -202,33 +456,14 @@ void Matcher::rollback(int k) {
 }
 
 void Matcher::fill_next_token_bitmask(std::span<uint32_t> mask) {
-  const int64_t V = vocab_->size();
-  GANNET_CHECK(int64_t(mask.size()) * 32 >= V, "token bitmask of ", mask.size(), " words for ", V, " tokens");
-  std::fill(mask.begin(), mask.end(), 0u);
-  if (terminated_) return;
-  if (auto it = masks_.find(state_); it != masks_.end()) {
-    std::copy(it->second.begin(), it->second.end(), mask.begin());
+  if (terminated_) {
+    const int64_t V = a_->vocab_->size();
+    GANNET_CHECK(int64_t(mask.size()) * 32 >= V, "token bitmask of ", mask.size(), " words for ", V, " tokens");
+    std::fill(mask.begin(), mask.end(), 0u);
     return;
   }
-  auto set = [&](int32_t id) { mask[size_t(id) / 32] |= 1u << (id % 32); };
-  if (can_end())
-    for (int32_t e : vocab_->eos_ids()) set(e);
-  const auto& trie = vocab_->trie();
-  const auto& toks = vocab_->token_ids();
-  // Depth-first over the trie: a subtree is skipped as soon as its prefix is refused.
-  std::function<void(int32_t, int32_t)> dfs = [&](int32_t node, int32_t from) {
-    const TokenVocab::Node& n = trie[size_t(node)];
-    for (int32_t c = n.first_child; c < n.first_child + n.n_children; ++c) {
-      const TokenVocab::Node& ch = trie[size_t(c)];
-      const int32_t to = next(from, ch.byte);
-      if (to < 0) continue;
-      for (int32_t t = ch.first_token; t < ch.first_token + ch.n_tokens; ++t) set(toks[size_t(t)]);
-      if (ch.n_children) dfs(c, to);
-    }
-  };
-  dfs(0, state_);
-  if (masks_.size() >= kMaskCache) masks_.clear();
-  masks_.emplace(state_, std::vector<uint32_t>(mask.begin(), mask.begin() + (V + 31) / 32));
+  std::lock_guard<std::mutex> lk(a_->mu_);
+  a_->fill_mask(state_, mask);
 }
 
 }  // namespace gannet::structured

@@ -180,3 +180,91 @@ TEST(JsonSchema, IntegerRangesMatchExactlyTheirIntegers) {
     ASSERT_FALSE(ok("1.0")) << s.dump();
   }
 }
+
+// format: date accepts exactly the calendar's dates (checked against the Gregorian rules
+// for every month and day of years around century and leap boundaries); time and
+// date-time refuse second 60 and need an offset.
+TEST(JsonSchema, DateFormatIsTheCalendar) {
+  auto g = std::make_shared<const Grammar>(compile_json_schema(R"({"type":"string","format":"date"})"));
+  auto a = std::make_shared<Automaton>(g, bytes_vocab());
+  int checked = 0;
+  for (int y : {0, 1, 4, 100, 400, 1896, 1900, 1999, 2000, 2023, 2024, 2100, 2400, 9996, 9999}) {
+    const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    for (int mo = 0; mo <= 13; ++mo)
+      for (int d = 0; d <= 32; ++d) {
+        const int days[] = {31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        const bool ok = y >= 1 && mo >= 1 && mo <= 12 && d >= 1 && d <= days[mo - 1];
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "\"%04d-%02d-%02d\"", y, mo, d);
+        Matcher m(a, 0);
+        EXPECT_EQ(m.accept_bytes(buf) && m.can_end(), ok) << buf;
+        ++checked;
+      }
+  }
+  EXPECT_EQ(checked, 15 * 14 * 33);
+  EXPECT_TRUE(accepts(R"({"type":"string","format":"time"})", R"("23:59:59.5+01:00")"));
+  EXPECT_FALSE(accepts(R"({"type":"string","format":"time"})", R"("23:59:60Z")"));
+  EXPECT_FALSE(accepts(R"({"type":"string","format":"time"})", R"("12:00:00")"));
+  EXPECT_TRUE(accepts(R"({"type":"string","format":"date-time"})", R"("2024-02-29T00:00:00Z")"));
+  EXPECT_FALSE(accepts(R"({"type":"string","format":"date-time"})", R"("2023-02-29T00:00:00Z")"));
+}
+
+// allOf merges its branches with the keywords beside it; anyOf's siblings hold in every
+// branch; enum beside type keeps the values of that type; conflicts are named.
+TEST(JsonSchema, AllOfMergesAndSiblingsHold) {
+  const std::string s = R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},
+      {"properties":{"b":{"type":"string"}},"required":["b"]}],"additionalProperties":false})";
+  EXPECT_TRUE(accepts(s, R"({"a":1,"b":"x"})"));
+  EXPECT_FALSE(accepts(s, R"({"a":1})"));
+  EXPECT_FALSE(accepts(s, R"({"b":"x"})"));
+  // A property in both branches must satisfy both.
+  const std::string both = R"({"allOf":[{"properties":{"n":{"type":"integer","minimum":0}},"required":["n"]},
+      {"properties":{"n":{"type":"integer","maximum":9}}}]})";
+  EXPECT_TRUE(accepts(both, R"({"n":5})"));
+  EXPECT_FALSE(accepts(both, R"({"n":10})"));
+  EXPECT_FALSE(accepts(both, R"({"n":-1})"));
+  // Types intersect; integer within number.
+  EXPECT_TRUE(accepts(R"({"allOf":[{"type":["number","string"]},{"type":"integer"}]})", "12"));
+  EXPECT_FALSE(accepts(R"({"allOf":[{"type":["number","string"]},{"type":"integer"}]})", "1.5"));
+  EXPECT_NE(error_of(R"({"allOf":[{"type":"string"},{"type":"integer"}]})").find("nothing in common"), std::string::npos);
+  EXPECT_NE(error_of(R"({"allOf":[{"format":"date"},{"format":"uuid"}]})").find("#/allOf/1/format"), std::string::npos);
+  // $ref branches are merged too.
+  const std::string ref = R"({"$defs":{"id":{"properties":{"id":{"type":"integer"}},"required":["id"]}},
+      "allOf":[{"$ref":"#/$defs/id"},{"properties":{"tag":{"enum":["x","y"]}}}]})";
+  EXPECT_TRUE(accepts(ref, R"({"id":3,"tag":"y"})"));
+  EXPECT_FALSE(accepts(ref, R"({"tag":"y"})"));
+  // anyOf siblings: type object and required apply to each branch.
+  const std::string any = R"({"type":"object","required":["k"],"anyOf":[{"properties":{"k":{"const":1}}},
+      {"properties":{"k":{"const":"one"}}}]})";
+  EXPECT_TRUE(accepts(any, R"({"k":1})"));
+  EXPECT_TRUE(accepts(any, R"({"k":"one"})"));
+  EXPECT_FALSE(accepts(any, R"({})"));
+  // enum with type keeps the values of that type only.
+  EXPECT_TRUE(accepts(R"({"type":"string","enum":["a",1,null]})", R"("a")"));
+  EXPECT_FALSE(accepts(R"({"type":"string","enum":["a",1,null]})", "1"));
+  EXPECT_NE(error_of(R"({"type":"integer","enum":["a"]})").find("no value"), std::string::npos);
+  EXPECT_NE(error_of(R"({"enum":["a"],"maxLength":3})").find("maxLength"), std::string::npos);
+}
+
+// Whitespace policy: compact refuses any; max_whitespace n allows up to n characters
+// between tokens (and the document still validates as the same JSON).
+TEST(JsonSchema, WhitespacePolicy) {
+  const std::string s = R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}},
+      "b":{"type":"boolean"}},"required":["a"],"additionalProperties":{"type":"string"}})";
+  JsonWhitespace ws;
+  ws.compact = false;
+  ws.max_run = 2;
+  auto g = std::make_shared<const Grammar>(compile_json_schema(s, ws));
+  auto ok = [&](const std::string& doc) {
+    Matcher m(g, bytes_vocab(), 0);
+    return m.accept_bytes(doc) && m.can_end();
+  };
+  EXPECT_TRUE(ok(R"({ "a" : [ 1 , 2 ] , "b" : true , "x" : "y" })"));
+  EXPECT_TRUE(ok("{\n \"a\":[],\"b\":false}"));
+  EXPECT_FALSE(ok("{\n  \"a\":[],\"b\":false}"));  // newline and two spaces: three
+  EXPECT_TRUE(ok(R"({"a":[1,2],"b":true})"));
+  EXPECT_FALSE(ok(R"({   "a":[]})"));  // three spaces: more than 2
+  EXPECT_FALSE(ok(R"({"a":[1 2]})"));
+  EXPECT_FALSE(accepts(s, R"({ "a":[]})"));  // compact: none at all
+  EXPECT_TRUE(accepts(s, R"({"a":[]})"));
+}

@@ -1,0 +1,191 @@
+// The JSON Schema suite (tests/data/json_schema_suite.jsonl, made and checked against the
+// `jsonschema` package by tools/make_json_schema_suite.py): per schema, every valid
+// document is accepted byte by byte and ends complete; every invalid one is refused at
+// exactly its first bad byte (bad_at), or, when every byte continues a valid prefix
+// (bad_at null), cannot end. With the DeepSeek-V3 vocabulary, each valid document's
+// tokens are in the masks along the way, and those masks (from the classifications of
+// wide sets) equal the plain trie walk's bit for bit; rolling back and replaying lands on
+// the same masks; documents sampled from the masks parse as JSON.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "structured/json_schema.h"
+#include "structured/matcher.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace gannet;
+using namespace gannet::structured;
+
+namespace {
+
+std::string source_dir() {
+  const char* d = std::getenv("GANNET_SOURCE_DIR");
+  return d ? d : ".";
+}
+
+struct Entry {
+  std::string name;
+  std::string schema;
+  std::vector<std::string> valid;
+  std::vector<std::pair<std::string, std::optional<size_t>>> invalid;
+};
+
+const std::vector<Entry>& suite() {
+  static const std::vector<Entry> s = [] {
+    std::ifstream in(source_dir() + "/tests/data/json_schema_suite.jsonl");
+    EXPECT_TRUE(in) << "tests/data/json_schema_suite.jsonl";
+    std::vector<Entry> out;
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      const auto j = nlohmann::ordered_json::parse(line);
+      Entry e;
+      e.name = j["name"];
+      e.schema = j["schema"].dump();
+      for (const auto& d : j["valid"]) e.valid.push_back(d);
+      for (const auto& d : j["invalid"])
+        e.invalid.push_back({d["doc"], d["bad_at"].is_null() ? std::nullopt : std::optional<size_t>(d["bad_at"].get<size_t>())});
+      out.push_back(e);
+    }
+    return out;
+  }();
+  return s;
+}
+
+std::shared_ptr<const TokenVocab> bytes_vocab() {
+  std::vector<std::string> t;
+  for (int b = 0; b < 256; ++b) t.push_back(std::string(1, char(b)));
+  t.push_back("");
+  return std::make_shared<const TokenVocab>(t, std::vector<int32_t>{256});
+}
+
+struct DeepSeek {
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::shared_ptr<const TokenVocab> vocab;
+};
+
+const DeepSeek& deepseek() {
+  static const DeepSeek d = [] {
+    DeepSeek x;
+    x.tok = std::make_unique<tokenizer::Tokenizer>(
+        tokenizer::Tokenizer::from_json_file(source_dir() + "/assets/tokenizers/deepseek-v3/tokenizer.json"));
+    std::vector<std::string> bytes(129280);
+    for (int32_t t = 0; t < int32_t(x.tok->vocab_size()); ++t)
+      if (!x.tok->is_special(t)) bytes[size_t(t)] = x.tok->id_to_token(t);
+    x.vocab = std::make_shared<const TokenVocab>(std::move(bytes), x.tok->eos_ids());
+    return x;
+  }();
+  return d;
+}
+
+bool has(const std::vector<uint32_t>& m, int32_t t) { return (m[size_t(t) / 32] >> (t % 32)) & 1u; }
+
+}  // namespace
+
+TEST(StructuredSuite, ValidAcceptedInvalidRefusedAtTheFirstBadByte) {
+  ASSERT_GE(suite().size(), 100u);
+  size_t n_valid = 0, n_invalid = 0;
+  for (const Entry& e : suite()) {
+    auto a = std::make_shared<Automaton>(std::make_shared<const Grammar>(compile_json_schema(e.schema)), bytes_vocab());
+    for (const std::string& d : e.valid) {
+      Matcher m(a, 0);
+      EXPECT_TRUE(m.accept_bytes(d) && m.can_end()) << e.name << ": " << d;
+      ++n_valid;
+    }
+    for (const auto& [d, bad_at] : e.invalid) {
+      Matcher m(a, 0);
+      size_t i = 0;
+      while (i < d.size() && m.accept_bytes(std::string_view(d).substr(i, 1))) ++i;
+      if (bad_at) {
+        EXPECT_EQ(i, *bad_at) << e.name << ": " << d;
+      } else {
+        EXPECT_EQ(i, d.size()) << e.name << ": " << d;
+        EXPECT_FALSE(m.can_end()) << e.name << ": " << d;
+      }
+      ++n_invalid;
+    }
+  }
+  EXPECT_GE(n_valid, 300u);
+  EXPECT_GE(n_invalid, 300u);
+}
+
+TEST(StructuredSuite, TokenMasksHoldTheDocumentsAndEqualThePlainWalk) {
+  const DeepSeek& ds = deepseek();
+  const int32_t eos = ds.tok->eos_ids().front();
+  std::vector<uint32_t> fast(size_t((ds.vocab->size() + 31) / 32)), plain(fast.size());
+  size_t checked = 0;
+  for (const Entry& e : suite()) {
+    auto g = std::make_shared<const Grammar>(compile_json_schema(e.schema));
+    auto a = std::make_shared<Automaton>(g, ds.vocab);
+    auto b = std::make_shared<Automaton>(g, ds.vocab);  // masks by the plain walk
+    for (const std::string& d : e.valid) {
+      const std::vector<int32_t> ids = ds.tok->encode(d);
+      Matcher m(a, 64), p(b, 64);
+      for (size_t k = 0; k <= ids.size(); ++k) {
+        m.fill_next_token_bitmask(fast);
+        Automaton::set_classify(false);
+        p.fill_next_token_bitmask(plain);
+        Automaton::set_classify(true);
+        ASSERT_EQ(fast, plain) << e.name << ": " << d << " after " << k << " tokens";
+        ++checked;
+        const int32_t t = k < ids.size() ? ids[k] : eos;
+        ASSERT_TRUE(has(fast, t)) << e.name << ": " << d << " token " << k;
+        ASSERT_TRUE(m.accept_token(t) && p.accept_token(t));
+      }
+      EXPECT_TRUE(m.is_terminated());
+    }
+  }
+  EXPECT_GE(checked, 5000u);
+}
+
+TEST(StructuredSuite, RollbackEqualsReplayAndSamplesParse) {
+  const DeepSeek& ds = deepseek();
+  std::mt19937 rng(5);
+  std::vector<uint32_t> mask(size_t((ds.vocab->size() + 31) / 32)), again(mask.size());
+  int parsed = 0, sampled = 0;
+  for (size_t s = 0; s < suite().size(); s += 3) {
+    const Entry& e = suite()[s];
+    auto a = std::make_shared<Automaton>(std::make_shared<const Grammar>(compile_json_schema(e.schema)), ds.vocab);
+    // Rollback: take back k tokens at random points; the masks equal a fresh replay's.
+    const std::vector<int32_t> ids = ds.tok->encode(e.valid[0]);
+    Matcher m(a, 8);
+    for (size_t k = 0; k < ids.size(); ++k) {
+      ASSERT_TRUE(m.accept_token(ids[k]));
+      if (rng() % 3 == 0) {
+        const int back = int(std::min<size_t>(k + 1, 1 + rng() % 8));
+        m.rollback(back);
+        for (size_t j = k + 1 - size_t(back); j <= k; ++j) ASSERT_TRUE(m.accept_token(ids[j]));
+      }
+      Matcher r(a, 0);
+      for (size_t j = 0; j <= k; ++j) ASSERT_TRUE(r.accept_token(ids[j]));
+      m.fill_next_token_bitmask(mask);
+      r.fill_next_token_bitmask(again);
+      ASSERT_EQ(mask, again) << e.name << " after " << k + 1 << " tokens";
+    }
+    // Random walk: draw uniformly among allowed tokens (EOS when it is allowed and a coin
+    // says so); a finished document parses.
+    Matcher w(a, 0);
+    std::string doc;
+    for (int step = 0; step < 200 && !w.is_terminated(); ++step) {
+      w.fill_next_token_bitmask(mask);
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < int32_t(ds.vocab->size()); ++t)
+        if (has(mask, t)) allowed.push_back(t);
+      ASSERT_FALSE(allowed.empty()) << e.name << ": dead end after '" << doc << "'";
+      int32_t t = allowed[rng() % allowed.size()];
+      if (has(mask, ds.tok->eos_ids().front()) && rng() % 2 == 0) t = ds.tok->eos_ids().front();
+      ASSERT_TRUE(w.accept_token(t));
+      if (!w.is_terminated()) doc += ds.vocab->bytes(t);
+    }
+    ++sampled;
+    if (w.is_terminated()) {
+      EXPECT_TRUE(nlohmann::json::accept(doc)) << e.name << ": " << doc;
+      ++parsed;
+    }
+  }
+  EXPECT_GE(parsed, sampled / 4);
+}
