@@ -51,6 +51,27 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
   build(0, 0, ids.size(), 0);
   for (int32_t i : ids)
     if (bytes_[size_t(i)].size() > size_t(kShortBytes)) long_.push_back(i);
+  index_occurrences();
+}
+
+const std::vector<TokenVocab::Occurrence>& TokenVocab::occurrences(uint8_t b) const { return occ_[b]; }
+
+void TokenVocab::index_occurrences() {
+  {
+    occ_.assign(256, {});
+    for (int32_t t = 0; t < int32_t(bytes_.size()); ++t) {
+      const std::string& s = bytes_[size_t(t)];
+      if (s.empty() || s.size() > size_t(kShortBytes) || is_eos(t)) continue;
+      int32_t node = 0;
+      for (size_t i = 0; i < s.size(); ++i) {
+        const uint8_t c = uint8_t(s[i]);
+        if (i > 0) occ_[c].push_back({t, int32_t(i), node});
+        const Node& n = trie_[size_t(node)];
+        const auto first = trie_.begin() + n.first_child, last = first + n.n_children;
+        node = int32_t(std::lower_bound(first, last, c, [](const Node& x, uint8_t v) { return x.byte < v; }) - trie_.begin());
+      }
+    }
+  }
 }
 
 std::shared_ptr<const TokenVocab::Classification> TokenVocab::find_classification(const std::string& key) const {
@@ -149,6 +170,7 @@ int32_t Automaton::set_id(const std::vector<int32_t>& s) {
   sets_.push_back(s);
   set_ids_.emplace(s, id);
   trans_.resize(trans_.size() + 256, -2);
+  set_escapes_.push_back(!s.empty() && s.front() == kEscape);
   return id;
 }
 
@@ -298,24 +320,22 @@ const TokenVocab::Classification& Automaton::classification(int32_t node) {
     cwalk_.clear();
     cwalk_.push_back({0, start, false, 0});
     while (!cwalk_.empty()) {
-      const auto [tn, from, escaped_before, depth] = cwalk_.back();
+      const auto [tn, from, unused, depth] = cwalk_.back();
       cwalk_.pop_back();
-      // Past the frames after this prefix: what the frames refuse next may be the stack's.
-      const bool escaped = escaped_before || sets_[size_t(from)].front() == kEscape;
       const TokenVocab::Node& n = trie[tn];
       for (int32_t ch = n.first_child, end = n.first_child + n.n_children; ch < end; ++ch) {
         const TokenVocab::Node& cn = trie[ch];
-        const int32_t to = next(from, cn.byte);
-        if (to < 0) {
-          if (escaped)
-            for (int32_t t = cn.first_token; t < cn.subtree_end; ++t)
-              if (vocab_->bytes(toks[t]).size() <= size_t(TokenVocab::kShortBytes)) c->uncertain.push_back(toks[t]);
-          continue;
-        }
+        int32_t to = trans_[size_t(from) * 256 + cn.byte];
+        if (to == -2) to = next(from, cn.byte);
+        if (to < 0) continue;
         for (int32_t t = cn.first_token, te = cn.first_token + cn.n_tokens; t < te; ++t)
           c->accepted[size_t(toks[t]) / 32] |= 1u << (toks[t] % 32);
+        if (set_escapes_[size_t(to)]) {  // the frames may be done here
+          if (c->escape.empty()) c->escape.assign((vocab_->trie().size() + 63) / 64, 0);
+          c->escape[size_t(ch) / 64] |= uint64_t(1) << (ch % 64);
+        }
         // Past kShortBytes only long tokens remain: fill_mask_classified checks those.
-        if (cn.n_children && depth + 1 < TokenVocab::kShortBytes) cwalk_.push_back({ch, to, escaped, depth + 1});
+        if (cn.n_children && depth + 1 < TokenVocab::kShortBytes) cwalk_.push_back({ch, to, false, depth + 1});
       }
     }
     cls = vocab_->keep_classification(key, std::move(c));
@@ -323,25 +343,64 @@ const TokenVocab::Classification& Automaton::classification(int32_t node) {
   return *node_cls_.emplace(node, std::move(cls)).first->second;
 }
 
-void Automaton::fill_mask_classified(int32_t state, uint32_t* m) {
+int32_t Automaton::escape_set(int32_t node) {
+  if (auto it = escape_set_.find(node); it != escape_set_.end()) return it->second;
+  int32_t at = node;
+  for (int k = 0; k < kFrames && at >= 0; ++k) at = nodes_[size_t(at)].parent;
+  int32_t id = -1;
+  if (at >= 0) {  // continue where the frames return to, as expand() does at an alternative's end
+    std::vector<int32_t> s;
+    expand(nodes_[size_t(at)].pos, nodes_[size_t(at)].parent, &s);
+    normalize(&s);
+    if (!s.empty()) id = set_id(s);
+  }
+  return escape_set_[node] = id;
+}
+
+bool Automaton::fill_mask_classified(int32_t state, uint32_t* m) {
   const std::vector<int32_t> configs = sets_[size_t(state)];  // a copy: sets_ grows below
   const size_t words = size_t((vocab_->size() + 31) / 32);
+  std::vector<std::pair<int32_t, const TokenVocab::Classification*>> cls;
   for (int32_t c : configs) {
     if (c < 0) continue;
-    const TokenVocab::Classification& cls = classification(c);
-    for (size_t w = 0; w < words; ++w) m[w] |= cls.accepted[w];
+    const TokenVocab::Classification& x = classification(c);
+    cls.push_back({c, &x});
+    for (size_t w = 0; w < words; ++w) m[w] |= x.accepted[w];
   }
-  auto check = [&](int32_t t) {
-    if ((m[t / 32] >> (t % 32)) & 1u) return;
+  // Tokens that leave a configuration's frames mid-token: only those whose next byte the
+  // stack below accepts, found through the vocabulary's byte occurrences.
+  for (auto [c, x] : cls) {
+    if (x->escape.empty()) continue;
+    const int32_t e = escape_set(c);
+    if (e < 0) continue;
+    auto fb = first_bytes_.find(e);
+    if (fb == first_bytes_.end()) {
+      std::vector<uint8_t> bytes;
+      for (int b = 0; b < 256; ++b)
+        if (next(e, uint8_t(b)) >= 0) bytes.push_back(uint8_t(b));
+      fb = first_bytes_.emplace(e, std::move(bytes)).first;
+    }
+    if (fb->second.size() > 24) return false;
+    for (uint8_t b : fb->second) {
+      const int32_t after = next(e, b);
+      for (const TokenVocab::Occurrence& o : vocab_->occurrences(b)) {
+        if (!((x->escape[size_t(o.prefix) / 64] >> (o.prefix % 64)) & 1u)) continue;
+        if ((m[o.token / 32] >> (o.token % 32)) & 1u) continue;
+        const std::string& s = vocab_->bytes(o.token);
+        int32_t cur = after;
+        for (size_t i = size_t(o.pos) + 1; i < s.size() && cur >= 0; ++i) cur = next(cur, uint8_t(s[i]));
+        if (cur >= 0) m[o.token / 32] |= 1u << (o.token % 32);
+      }
+    }
+  }
+  for (int32_t t : vocab_->long_tokens()) {
+    if ((m[t / 32] >> (t % 32)) & 1u) continue;
     int32_t cur = state;
     for (unsigned char b : vocab_->bytes(t))
-      if ((cur = next(cur, b)) < 0) return;
-    m[t / 32] |= 1u << (t % 32);
-  };
-  for (int32_t c : configs)
-    if (c >= 0)
-      for (int32_t t : node_cls_.at(c)->uncertain) check(t);
-  for (int32_t t : vocab_->long_tokens()) check(t);
+      if ((cur = next(cur, b)) < 0) break;
+    if (cur >= 0) m[t / 32] |= 1u << (t % 32);
+  }
+  return true;
 }
 
 void Automaton::fill_mask(int32_t state, std::span<uint32_t> mask) {
@@ -364,9 +423,10 @@ void Automaton::fill_mask(int32_t state, std::span<uint32_t> mask) {
   if (g_classify)
     for (int32_t c = trie[0].first_child; c < trie[0].first_child + trie[0].n_children; ++c)
       wide += next(state, trie[c].byte) >= 0;
-  if (wide > 48) {
-    fill_mask_classified(state, m);
-  } else {
+  if (wide <= 48 || !fill_mask_classified(state, m)) {
+    std::fill(mask.begin(), mask.end(), 0u);
+    if (can_end(state))
+      for (int32_t e : vocab_->eos_ids()) m[e / 32] |= 1u << (e % 32);
   // Depth-first over the trie (an explicit stack): a subtree is skipped as soon as its
   // prefix is refused.
   walk_.clear();

@@ -11,8 +11,19 @@
 // computed: the automaton is determinised lazily, so a mask's walk over the vocabulary's
 // trie costs a table lookup per trie node where the sets repeat (inside a string, say).
 //
-// Per request: Matcher (its own node arena, sets, transitions, state and history). Per
-// vocabulary: TokenVocab (the tokens' bytes and a trie over them), shared read-only.
+// A set that many first bytes continue would walk most of the trie. Its mask is built
+// from classifications instead, one per configuration: what the configuration's top
+// kFrames frames accept on their own (the short tokens they consume, found by one trie
+// walk), plus the tokens that finish those frames mid-token and go on in the stack below,
+// found through the vocabulary's byte occurrences (only bytes the stack below can take
+// next are looked up). A classification depends only on the frames' language within
+// kShortBytes + 1 bytes, so it is kept with the vocabulary under a canonical text of that
+// language and shared by every grammar (a JSON string's content reads the same in every
+// schema). Tests check these masks against the plain walk bit for bit.
+//
+// Per grammar and vocabulary: Automaton (node arena, sets, transitions, masks), shared by
+// its matchers under a lock. Per sequence: Matcher (state and history). Per vocabulary:
+// TokenVocab (the tokens' bytes, a trie, byte occurrences, classifications).
 #pragma once
 
 #include <cstdint>
@@ -54,20 +65,32 @@ class TokenVocab {
   static constexpr int kShortBytes = 16;
   const std::vector<int32_t>& long_tokens() const { return long_; }
 
-  // What a grammar position accepts whatever lies below its top frames (see Automaton):
-  // tokens accepted outright, and tokens that leave those frames mid-token, to be checked
-  // against the whole stack. Kept here, by a canonical text of the frames' language, so
-  // every grammar over this vocabulary shares them (a JSON string's content is the same
-  // language in every schema).
+  // What a configuration's top frames accept whatever lies below them (see the top of
+  // this file). Kept here, by a canonical text of the frames' language, so every grammar
+  // over this vocabulary shares them.
   struct Classification {
     std::vector<uint32_t> accepted;  // bitmask
-    std::vector<int32_t> uncertain;
+    // Trie nodes after whose bytes the frames may be complete (bitset; empty if none):
+    // a token through such a node may go on in the stack below the frames.
+    std::vector<uint64_t> escape;
   };
+  // Where byte b stands in the short tokens past their first byte: the token, the offset,
+  // and the trie node of the bytes before it.
+  struct Occurrence {
+    int32_t token, pos, prefix;
+  };
+  const std::vector<Occurrence>& occurrences(uint8_t b) const;
+
+ private:
+  void index_occurrences();
+
+ public:
   std::shared_ptr<const Classification> find_classification(const std::string& key) const;
   std::shared_ptr<const Classification> keep_classification(const std::string& key,
                                                             std::shared_ptr<const Classification> c) const;
 
  private:
+  std::vector<std::vector<Occurrence>> occ_;
   mutable std::mutex cls_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Classification>> cls_;
   std::vector<std::string> bytes_;
@@ -112,7 +135,12 @@ class Automaton {
   bool can_end(int32_t set) const;
   void fill_mask(int32_t set, std::span<uint32_t> mask);
   // Sets with many possible first bytes: the mask from the configurations' classifications.
-  void fill_mask_classified(int32_t set, uint32_t* mask);
+  // False when a configuration's escape leads where too many bytes may follow (the
+  // caller then walks the trie instead).
+  bool fill_mask_classified(int32_t set, uint32_t* mask);
+  // The set a configuration continues in once its top kFrames frames are complete (-1:
+  // the document's end lies within them).
+  int32_t escape_set(int32_t node);
   const TokenVocab::Classification& classification(int32_t node);
   // A canonical text of what the frames accept in their first kShortBytes + 1 bytes
   // (equal texts: equal classifications, across grammars).
@@ -146,6 +174,7 @@ class Automaton {
   std::vector<std::vector<int32_t>> sets_;  // configuration sets: node ids or kAccept
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> set_ids_;
   std::vector<int32_t> trans_;              // [set * 256 + byte]: next set, -1 none, -2 unknown
+  std::vector<uint8_t> set_escapes_;        // per set: it holds kEscape
   int32_t start_ = -1;                      // the set at the start of the document
   std::vector<int32_t> scratch_;
   std::vector<std::pair<int32_t, int32_t>> walk_;  // the mask's trie walk: (trie node, set)
@@ -153,6 +182,8 @@ class Automaton {
   static constexpr size_t kMaskCache = 128;
   std::unordered_map<int32_t, std::vector<uint32_t>> masks_;
   std::unordered_map<int32_t, std::shared_ptr<const TokenVocab::Classification>> node_cls_;
+  std::unordered_map<int32_t, int32_t> escape_set_;                 // by node
+  std::unordered_map<int32_t, std::vector<uint8_t>> first_bytes_;   // by set
   std::vector<std::tuple<int32_t, int32_t, bool, int>> cwalk_;  // classification walk
   std::vector<int32_t> min_len_;  // per rule: the fewest bytes it matches
   std::vector<int32_t> max_len_;  // per rule: the most (kUnbounded if recursive)
