@@ -8,20 +8,15 @@
 #include "core/error.h"
 #include "structured/gbnf.h"
 #include "structured/matcher.h"
+#include "structured_vocab.h"
 
 using namespace gannet::structured;
+using gannet::structured::test::bytes_vocab;
 
 namespace {
 
 std::shared_ptr<const TokenVocab> vocab_of(std::vector<std::string> toks, std::vector<int32_t> eos) {
   return std::make_shared<TokenVocab>(std::move(toks), std::move(eos));
-}
-
-std::shared_ptr<const TokenVocab> bytes_vocab() {
-  std::vector<std::string> t;
-  for (int b = 0; b < 256; ++b) t.push_back(std::string(1, char(b)));
-  t.push_back("");  // EOS
-  return vocab_of(t, {256});
 }
 
 // The length of the longest prefix of s the grammar accepts byte by byte, and whether all

@@ -10,17 +10,12 @@
 
 #include "structured/json_grammar.h"
 #include "structured/matcher.h"
+#include "structured_vocab.h"
 
 using namespace gannet::structured;
+using gannet::structured::test::bytes_vocab;
 
 namespace {
-
-std::shared_ptr<const TokenVocab> bytes_vocab() {
-  std::vector<std::string> t;
-  for (int b = 0; b < 256; ++b) t.push_back(std::string(1, char(b)));
-  t.push_back("");
-  return std::make_shared<const TokenVocab>(t, std::vector<int32_t>{256});
-}
 
 bool full(const std::shared_ptr<const Grammar>& g, const std::string& s) {
   Matcher m(g, bytes_vocab(), 0);

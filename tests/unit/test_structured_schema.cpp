@@ -12,17 +12,12 @@
 #include "core/error.h"
 #include "structured/json_schema.h"
 #include "structured/matcher.h"
+#include "structured_vocab.h"
 
 using namespace gannet::structured;
+using gannet::structured::test::bytes_vocab;
 
 namespace {
-
-std::shared_ptr<const TokenVocab> bytes_vocab() {
-  std::vector<std::string> t;
-  for (int b = 0; b < 256; ++b) t.push_back(std::string(1, char(b)));
-  t.push_back("");
-  return std::make_shared<const TokenVocab>(t, std::vector<int32_t>{256});
-}
 
 bool accepts(const std::string& schema, const std::string& doc) {
   auto g = std::make_shared<const Grammar>(compile_json_schema(schema));

@@ -15,10 +15,12 @@
 
 #include "structured/json_schema.h"
 #include "structured/matcher.h"
+#include "structured_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace gannet;
 using namespace gannet::structured;
+using gannet::structured::test::bytes_vocab;
 
 namespace {
 
@@ -54,13 +56,6 @@ const std::vector<Entry>& suite() {
     return out;
   }();
   return s;
-}
-
-std::shared_ptr<const TokenVocab> bytes_vocab() {
-  std::vector<std::string> t;
-  for (int b = 0; b < 256; ++b) t.push_back(std::string(1, char(b)));
-  t.push_back("");
-  return std::make_shared<const TokenVocab>(t, std::vector<int32_t>{256});
 }
 
 struct DeepSeek {
