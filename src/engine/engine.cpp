@@ -273,7 +273,7 @@ void Engine::add(std::unique_ptr<Request> req) {
                             std::to_string(so.max_whitespace) + '\0' + so.spec;
     auto it = grammar_cache_.find(key);
     if (it == grammar_cache_.end()) {
-      if (grammar_cache_.size() >= 256) grammar_cache_.clear();
+      if (grammar_cache_.size() >= 64) grammar_cache_.clear();  // each up to a few MiB of masks
       auto vocab = grammar_vocab_;
       auto job = [so, vocab] {
         return std::make_shared<structured::Automaton>(structured::compile_structured(so), vocab.get());

@@ -113,7 +113,7 @@ class Engine {
   int64_t max_model_len_ = 0;
   std::map<std::string, std::unique_ptr<Request>> requests_;
   // Structured output: requests waiting for their grammar, compiled grammars by
-  // specification (kind, whitespace, text; cleared past 256), and the vocabulary as bytes
+  // specification (kind, whitespace, text; cleared past 64), and the vocabulary as bytes
   // (built on the first structured request).
   using GrammarFuture = std::shared_future<std::shared_ptr<structured::Automaton>>;
   std::vector<std::pair<Request*, GrammarFuture>> compiling_;

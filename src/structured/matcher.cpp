@@ -83,7 +83,7 @@ std::shared_ptr<const TokenVocab::Classification> TokenVocab::find_classificatio
 std::shared_ptr<const TokenVocab::Classification> TokenVocab::keep_classification(
     const std::string& key, std::shared_ptr<const Classification> c) const {
   std::lock_guard<std::mutex> lk(cls_mu_);
-  if (cls_.size() >= 1024) cls_.clear();  // ~16 KiB each at 129k tokens
+  if (cls_.size() >= 512) cls_.clear();  // up to ~50 KiB each at 129k tokens: 25 MiB at most
   return cls_.emplace(key, std::move(c)).first->second;
 }
 

@@ -179,7 +179,7 @@ class Automaton {
   std::vector<int32_t> scratch_;
   std::vector<std::pair<int32_t, int32_t>> walk_;  // the mask's trie walk: (trie node, set)
   // Masks of recently seen sets (a set's mask never changes): kMaskCache at most.
-  static constexpr size_t kMaskCache = 128;
+  static constexpr size_t kMaskCache = 64;  // ~1 MiB at 129k tokens
   std::unordered_map<int32_t, std::vector<uint32_t>> masks_;
   std::unordered_map<int32_t, std::shared_ptr<const TokenVocab::Classification>> node_cls_;
   std::unordered_map<int32_t, int32_t> escape_set_;                 // by node
