@@ -79,13 +79,12 @@ Setup and run: its own virtualenv, ~5.6 GB because xgrammar requires torch and p
 torch is the CUDA build (it runs on CPU). .venv-xgr is not in the repo's .gitignore, so the
 second line below keeps git from seeing it:
     python3 -m venv .venv-xgr
-    echo '*' > .venv-xgr/.gitignore
     .venv-xgr/bin/pip install -r tools/requirements-grammar-bench.txt
     .venv-xgr/bin/python tools/bench_grammar_xgrammar.py \\
         --suite tests/data/json_schema_suite.jsonl \\
-        --tokens /tmp/gannet-grammar-tokens.jsonl \\
+        --tokens build/grammar-tokens.jsonl \\
         --tokenizer assets/tokenizers/deepseek-v3/tokenizer.json --vocab-size 129280 \\
-        --threads 1 --no-cache --out /tmp/xgrammar-bench.json
+        --threads 1 --no-cache --out build/xgrammar-bench.json
 """
 import argparse
 import gc
