@@ -76,8 +76,9 @@ Caveats (seen with 0.2.8)
   ~0.7 s). The first fill of each sequence (the matcher's start state) costs ~100-250 us.
 
 Setup and run: its own virtualenv, ~5.6 GB because xgrammar requires torch and plain PyPI
-torch is the CUDA build (it runs on CPU). .venv-xgr is not in the repo's .gitignore, so the
-second line below keeps git from seeing it:
+torch is the CUDA build (it runs on CPU); .venv-xgr is in the repo's .gitignore.
+First `gannet bench grammar --suite tests/data/json_schema_suite.jsonl --write-tokens
+build/grammar-tokens.jsonl` writes the token sequences, then:
     python3 -m venv .venv-xgr
     .venv-xgr/bin/pip install -r tools/requirements-grammar-bench.txt
     .venv-xgr/bin/python tools/bench_grammar_xgrammar.py \\
