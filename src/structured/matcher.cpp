@@ -49,8 +49,47 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
     trie_[size_t(at)].subtree_end = int32_t(trie_tokens_.size());
   };
   build(0, 0, ids.size(), 0);
-  for (int32_t i : ids)
-    if (bytes_[size_t(i)].size() > size_t(kShortBytes)) long_.push_back(i);
+  // The long tokens' sub-trie: the trie nodes with a long token in their subtree.
+  std::vector<uint8_t> has_long(trie_.size(), 0);
+  std::function<bool(int32_t, size_t)> mark = [&](int32_t at, size_t depth) {
+    const Node& n = trie_[size_t(at)];
+    bool any = depth > size_t(kShortBytes) && depth <= size_t(kLongBytes) && n.n_tokens > 0;
+    for (int32_t c = n.first_child; c < n.first_child + n.n_children; ++c) any = mark(c, depth + 1) || any;
+    has_long[size_t(at)] = any;
+    return any;
+  };
+  mark(0, 0);
+  long_trie_.push_back({});
+  std::function<void(int32_t, int32_t, size_t)> copy = [&](int32_t at, int32_t to, size_t depth) {
+    const Node& n = trie_[size_t(at)];
+    long_trie_[size_t(to)].first_token = int32_t(long_ids_.size());
+    if (depth > size_t(kShortBytes) && depth <= size_t(kLongBytes)) {
+      for (int32_t t = n.first_token; t < n.first_token + n.n_tokens; ++t) long_ids_.push_back(trie_tokens_[size_t(t)]);
+      long_trie_[size_t(to)].n_tokens = n.n_tokens;
+    }
+    std::vector<int32_t> kids;
+    for (int32_t c = n.first_child; c < n.first_child + n.n_children; ++c)
+      if (has_long[size_t(c)]) kids.push_back(c);
+    const int32_t first = int32_t(long_trie_.size());
+    long_trie_[size_t(to)].first_child = first;
+    long_trie_[size_t(to)].n_children = int32_t(kids.size());
+    for (int32_t c : kids) {
+      LongNode l;
+      l.byte = trie_[size_t(c)].byte;
+      long_trie_.push_back(l);
+    }
+    for (size_t k = 0; k < kids.size(); ++k) copy(kids[k], first + int32_t(k), depth + 1);
+    long_trie_[size_t(to)].subtree_end = int32_t(long_ids_.size());
+  };
+  if (has_long[0]) copy(0, 0, 0);
+  // The longest: walked one by one, their bytes back to back.
+  longest_off_.push_back(0);
+  for (int32_t t : ids)
+    if (bytes_[size_t(t)].size() > size_t(kLongBytes)) {
+      longest_ids_.push_back(t);
+      longest_bytes_ += bytes_[size_t(t)];
+      longest_off_.push_back(int32_t(longest_bytes_.size()));
+    }
   index_occurrences();
 }
 
@@ -87,6 +126,47 @@ std::shared_ptr<const TokenVocab::Classification> TokenVocab::keep_classificatio
   return cls_.emplace(key, std::move(c)).first->second;
 }
 
+std::shared_ptr<const TokenVocab::CountedClassification> TokenVocab::find_counted(const std::string& key) const {
+  std::lock_guard<std::mutex> lk(cls_mu_);
+  auto it = counted_.find(key);
+  return it == counted_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const TokenVocab::CountedClassification> TokenVocab::keep_counted(
+    const std::string& key, std::shared_ptr<const CountedClassification> c) const {
+  std::lock_guard<std::mutex> lk(cls_mu_);
+  if (counted_.size() >= 64) counted_.clear();  // up to ~280 KiB each at 129k tokens: 18 MiB at most
+  return counted_.emplace(key, std::move(c)).first->second;
+}
+
+int64_t TokenVocab::fragment_id(const std::string& text) const {
+  std::lock_guard<std::mutex> lk(cls_mu_);
+  if (fragments_.size() >= (size_t(1) << 18)) {
+    // Bounded: start the ids anew (a new generation, so no old id is ever taken for a new
+    // one) and drop what was kept under the old ones.
+    fragments_.clear();
+    cls_.clear();
+    counted_.clear();
+    long_.clear();
+    generation_.fetch_add(1);
+  }
+  const int64_t id = (int64_t(generation_.load()) << 32) | int64_t(fragments_.size());
+  return fragments_.emplace(text, id).first->second;
+}
+
+std::shared_ptr<const TokenVocab::LongClass> TokenVocab::find_long(const std::string& key) const {
+  std::lock_guard<std::mutex> lk(cls_mu_);
+  auto it = long_.find(key);
+  return it == long_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const TokenVocab::LongClass> TokenVocab::keep_long(const std::string& key,
+                                                                   std::shared_ptr<const LongClass> c) const {
+  std::lock_guard<std::mutex> lk(cls_mu_);
+  if (long_.size() >= 4096) long_.clear();  // ~7 KiB each: 28 MiB at most
+  return long_.emplace(key, std::move(c)).first->second;
+}
+
 bool TokenVocab::is_eos(int32_t id) const { return std::find(eos_.begin(), eos_.end(), id) != eos_.end(); }
 
 Automaton::Automaton(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab)
@@ -95,16 +175,38 @@ Automaton::Automaton(std::shared_ptr<const Grammar> grammar, std::shared_ptr<con
   g_->check();
   const auto& rules = g_->rules();
   alt_starts_.resize(rules.size());
+  body_start_.assign(rules.size(), -1);
   for (size_t r = 0; r < rules.size(); ++r)
     for (const auto& alt : rules[r].alts) {
       alt_starts_[r].push_back(int32_t(flat_.size()));
-      for (const Element& e : alt) flat_.push_back({int8_t(e.kind == Element::Kind::kRule ? 1 : 0), e.id});
+      if (!alt.empty()) body_start_[r] = int32_t(flat_.size());
+      for (const Element& e : alt) {
+        flat_.push_back({int8_t(e.kind == Element::Kind::kRule ? 1 : 0), e.id});
+        flat_rule_.push_back(int32_t(r));
+      }
       flat_.push_back({2, 0});
+      flat_rule_.push_back(int32_t(r));
     }
   // The document: the root rule, then the end of input.
   const int32_t top = int32_t(flat_.size());
   flat_.push_back({1, g_->root()});
   flat_.push_back({2, 0});
+  flat_rule_.push_back(-1);
+  flat_rule_.push_back(-1);
+  // Bytes that every byte set of the grammar takes or refuses alike lead anywhere alike:
+  // a transition computed for one is the transition of its whole class.
+  {
+    std::map<std::string, int32_t> signature_class;
+    for (int b = 0; b < 256; ++b) {
+      std::string sig(g_->sets().size(), '0');
+      for (size_t i = 0; i < sig.size(); ++i) sig[i] = g_->sets()[i][size_t(b)] ? '1' : '0';
+      auto [it, fresh] = signature_class.emplace(sig, int32_t(class_bytes_.size()));
+      if (fresh) class_bytes_.emplace_back();
+      class_bytes_[size_t(it->second)].push_back(uint8_t(b));
+      byte_class_[size_t(b)] = uint8_t(it->second);
+    }
+    n_classes_ = int32_t(class_bytes_.size());
+  }
   std::vector<int32_t> start;
   expand(top, kAccept, &start);
   normalize(&start);
@@ -151,6 +253,86 @@ Automaton::Automaton(std::shared_ptr<const Grammar> grammar, std::shared_ptr<con
       if (v > max_len_[r]) max_len_[r] = v, changed = true;
     }
   }
+  // Counted repetitions (see Counted in matcher.h).
+  counted_.assign(rules.size(), {});
+  syn_chain_.assign(rules.size(), -1);
+  syn_index_.assign(rules.size(), -1);
+  std::vector<int8_t> looked(rules.size(), 0);
+  auto body_of = [&](size_t r, bool* optional) -> const std::vector<Element>* {
+    const auto& alts = rules[r].alts;
+    if (alts.size() == 1 && !alts[0].empty()) return *optional = false, &alts[0];
+    if (alts.size() == 2 && alts[0].empty() != alts[1].empty()) return *optional = true, alts[0].empty() ? &alts[1] : &alts[0];
+    return nullptr;
+  };
+  auto same = [](const Element& x, const Element& y) { return x.kind == y.kind && x.id == y.id; };
+  auto inner_id = [&](std::vector<Element> x) -> int32_t {
+    int64_t len = 0;
+    for (const Element& e : x) len += e.kind == Element::Kind::kRule ? min_len_[size_t(e.id)] : 1;
+    if (len < 1) return -1;  // an inner that may match nothing has no count
+    std::vector<std::pair<int, int32_t>> key;
+    for (const Element& e : x) key.push_back({int(e.kind), e.id});
+    auto [it, fresh] = inner_ids_.emplace(key, int32_t(inners_.size()));
+    if (fresh) inners_.push_back(std::move(x));
+    return it->second;
+  };
+  // Whether `body` (from `from` to `to`) is inners_[x] repeated; how many times.
+  auto copies_of = [&](const std::vector<Element>& body, size_t to, int32_t x) -> int32_t {
+    const std::vector<Element>& in = inners_[size_t(x)];
+    if (to == 0 || to % in.size()) return 0;
+    for (size_t i = 0; i < to; ++i)
+      if (!same(body[i], in[i % in.size()])) return 0;
+    return int32_t(to / in.size());
+  };
+  std::function<void(size_t)> detect = [&](size_t r) {
+    if (looked[r]) return;
+    looked[r] = 1;  // a rule reaching itself through its last element is looked at once
+    bool optional = false;
+    const std::vector<Element>* body = body_of(r, &optional);
+    if (!body) return;
+    Counted c;
+    c.optional = optional;
+    const Element& last = body->back();
+    if (last.kind == Element::Kind::kRule && size_t(last.id) == r && optional && body->size() >= 2) {
+      // A star X* (X r | ()): a tail only, counts nothing itself.
+      c.inner = inner_id(std::vector<Element>(body->begin(), body->end() - 1));
+      c.copies = 1;
+      c.tail = -1;
+      c.star = true;
+      if (c.inner >= 0) counted_[r] = c;
+      return;
+    }
+    if (last.kind == Element::Kind::kRule && body->size() >= 2) {
+      detect(size_t(last.id));
+      const Counted& t = counted_[size_t(last.id)];
+      if (t.inner >= 0 && t.optional) {
+        const int32_t m = copies_of(*body, body->size() - 1, t.inner);
+        if (m >= 1) {
+          c.inner = t.inner;
+          c.copies = m;
+          c.tail = t.tail < 0 ? -1 : t.copies + t.tail;
+          counted_[r] = c;
+          return;
+        }
+      }
+    }
+    if (optional) {
+      c.inner = inner_id(*body);
+      c.copies = 1;
+      c.tail = 0;
+    } else {  // the body repeats its shortest period at least twice
+      for (size_t p = 1; p * 2 <= body->size() && c.inner < 0; ++p) {
+        if (body->size() % p) continue;
+        bool periodic = true;
+        for (size_t i = p; i < body->size() && periodic; ++i) periodic = same((*body)[i], (*body)[i - p]);
+        if (!periodic) continue;
+        c.inner = inner_id(std::vector<Element>(body->begin(), body->begin() + int64_t(p)));
+        c.copies = int32_t(body->size() / p);
+        c.tail = 0;
+      }
+    }
+    if (c.inner >= 0) counted_[r] = c;
+  };
+  for (size_t r = 0; r < rules.size(); ++r) detect(r);
   set_text_.resize(g_->sets().size());
   for (size_t i = 0; i < set_text_.size(); ++i) {
     const ByteSet& b = g_->sets()[i];
@@ -169,18 +351,16 @@ int32_t Automaton::set_id(const std::vector<int32_t>& s) {
   const int32_t id = int32_t(sets_.size());
   sets_.push_back(s);
   set_ids_.emplace(s, id);
-  trans_.resize(trans_.size() + 256, -2);
+  trans_.resize(trans_.size() + size_t(n_classes_), -2);
   set_escapes_.push_back(!s.empty() && s.front() == kEscape);
   return id;
 }
 
-int32_t Automaton::next(int32_t set, uint8_t b) {
-  const int32_t t = trans_[size_t(set) * 256 + b];
-  if (t != -2) return t;
+int32_t Automaton::learn(int32_t set, uint8_t b) {
   const std::vector<int32_t> from = sets_[size_t(set)];  // a copy: set_id may grow sets_
   step(from, b, &scratch_);
   const int32_t id = scratch_.empty() ? -1 : set_id(scratch_);
-  trans_[size_t(set) * 256 + b] = id;
+  trans_[size_t(set) * size_t(n_classes_) + byte_class_[b]] = id;
   return id;
 }
 
@@ -196,7 +376,7 @@ int32_t Automaton::intern(int32_t pos, int32_t parent) {
 
 void Automaton::expand(int32_t pos, int32_t parent, std::vector<int32_t>* out) {
   for (;;) {
-    const Flat f = flat_[size_t(pos)];
+    const Flat f = flat_[size_t(untag(pos))];
     if (f.kind == 0) {
       out->push_back(intern(pos, parent));
       return;
@@ -213,7 +393,7 @@ void Automaton::expand(int32_t pos, int32_t parent, std::vector<int32_t>* out) {
     }
     // A rule: return to the next element afterwards (straight to the parent when the
     // reference ends its alternative, so right recursion does not deepen the stack).
-    const int32_t ret = flat_[size_t(pos) + 1].kind == 2 ? parent : intern(pos + 1, parent);
+    const int32_t ret = flat_[size_t(untag(pos)) + 1].kind == 2 ? parent : intern(pos + 1, parent);
     const auto& starts = alt_starts_[size_t(f.id)];
     for (size_t i = 0; i + 1 < starts.size(); ++i) expand(starts[i], ret, out);
     if (starts.empty()) return;
@@ -233,7 +413,7 @@ void Automaton::step(const std::vector<int32_t>& from, uint8_t b, std::vector<in
   for (int32_t c : from) {
     if (c < 0) continue;
     const NodeKey k = nodes_[size_t(c)];
-    if (sets[size_t(flat_[size_t(k.pos)].id)][b]) expand(k.pos + 1, k.parent, out);
+    if (sets[size_t(flat_[size_t(untag(k.pos))].id)][b]) expand(k.pos + 1, k.parent, out);
   }
   normalize(out);
 }
@@ -252,48 +432,63 @@ std::atomic<bool> g_classify{true};
 
 void Automaton::set_classify(bool on) { g_classify = on; }
 
-std::string Automaton::frames_key(const std::vector<int32_t>& frames, int32_t bottom) {
-  // Rules are unrolled with a byte budget: a reference is written as the fragment of
-  // (rule, budget left), fragments numbered in the order met, and nothing is written once
-  // the budget is spent (the bytes past it lie beyond every classified token). So a
-  // counted repetition with many repetitions left reads the same however many.
-  constexpr int32_t kBudget = TokenVocab::kShortBytes + 1;
-  std::string key;
-  std::map<std::pair<int32_t, int32_t>, int32_t> fragments;
-  std::vector<std::pair<int32_t, int32_t>> queue;
-  auto put_int = [&](int32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  auto seq = [&](int32_t pos, int32_t budget) {
-    for (;; ++pos) {
-      if (budget <= 0) {
-        key += 'C';
-        return;
-      }
-      const Flat f = flat_[size_t(pos)];
-      if (f.kind == 2) {
-        key += 'E';
-        return;
-      }
-      if (f.kind == 0) {
-        key += 'B';
-        key += set_text_[size_t(f.id)];
-        budget -= 1;
-      } else {
-        // A rule that cannot outrun the budget reads the same under any larger one.
-        const int32_t b = std::min(budget, max_len_[size_t(f.id)] + 1);
-        auto [it, fresh] = fragments.emplace(std::make_pair(f.id, b), int32_t(fragments.size()));
-        if (fresh) queue.push_back({f.id, b});
-        key += 'R';
-        put_int(it->second);
-        budget -= std::min<int32_t>(min_len_[size_t(f.id)], kBudget);
-      }
+int64_t Automaton::seq_id(int32_t pos, int32_t budget) {
+  // The elements from `pos` to the end of its alternative, unrolled within `budget` bytes:
+  // a byte set as its 32 bytes, a rule as the id of (rule, budget left), nothing once the
+  // budget is spent (the bytes past it lie beyond every token it is used for). So a
+  // counted repetition with many repetitions left reads the same however many. Ids are
+  // the vocabulary's, shared by every grammar: equal ids, equal unrolled text.
+  const uint64_t mk = (uint64_t(uint32_t(pos)) << 32) | uint32_t(budget);
+  if (auto it = seq_memo_.find(mk); it != seq_memo_.end()) return it->second;
+  std::string text = "s";
+  auto put_int = [&](int64_t v) { text.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  for (int32_t p = pos, b = budget;; ++p) {
+    if (b <= 0) {
+      text += 'C';
+      break;
     }
-  };
-  for (int32_t p : frames) seq(p, kBudget);
-  key += bottom == kAccept ? 'A' : 'S';
-  for (size_t i = 0; i < queue.size(); ++i) {
-    key += 'r';
-    for (int32_t start : alt_starts_[size_t(queue[i].first)]) seq(start, queue[i].second);
+    const Flat f = flat_[size_t(untag(p))];
+    if (f.kind == 2) {
+      text += 'E';
+      break;
+    }
+    if (f.kind == 0) {
+      text += 'B';
+      text += set_text_[size_t(f.id)];
+      b -= 1;
+    } else {
+      // A rule that cannot outrun the budget reads the same under any larger one.
+      text += 'R';
+      put_int(frag_id(f.id, std::min(b, max_len_[size_t(f.id)] + 1)));
+      b -= std::min<int32_t>(min_len_[size_t(f.id)], b);
+    }
   }
+  return seq_memo_[mk] = vocab_->fragment_id(text);
+}
+
+int64_t Automaton::frag_id(int32_t rule, int32_t budget) {
+  const uint64_t mk = (uint64_t(uint32_t(rule)) << 32) | uint32_t(budget);
+  if (auto it = frag_memo_.find(mk); it != frag_memo_.end()) return it->second;
+  std::string text = "r";
+  for (int32_t start : alt_starts_[size_t(rule)]) {
+    const int64_t id = seq_id(start, budget);
+    text.append(reinterpret_cast<const char*>(&id), sizeof id);
+  }
+  return frag_memo_[mk] = vocab_->fragment_id(text);
+}
+
+std::string Automaton::frames_key(const std::vector<int32_t>& frames, int32_t bottom, int32_t budget) {
+  if (vocab_->generation() != memo_gen_) {  // the vocabulary started its fragment ids anew
+    seq_memo_.clear();
+    frag_memo_.clear();
+    memo_gen_ = vocab_->generation();
+  }
+  std::string key;
+  for (int32_t p : frames) {
+    const int64_t id = seq_id(p, budget);
+    key.append(reinterpret_cast<const char*>(&id), sizeof id);
+  }
+  key += bottom == kAccept ? 'A' : 'S';
   return key;
 }
 
@@ -306,41 +501,391 @@ const TokenVocab::Classification& Automaton::classification(int32_t node) {
     at = nodes_[size_t(at)].parent;
   }
   const int32_t bottom = at == kAccept ? kAccept : kEscape;
-  const std::string key = frames_key(frames, bottom);
+  const std::string key = frames_key(frames, bottom, TokenVocab::kShortBytes + 1);
   std::shared_ptr<const TokenVocab::Classification> cls = vocab_->find_classification(key);
   if (!cls) {
-    // Walk the trie from the frames alone, with kEscape where the frames below would be.
-    int32_t chain = bottom;
-    for (size_t i = frames.size(); i-- > 0;) chain = intern(frames[i], chain);
-    const int32_t start = set_id({chain});
-    auto c = std::make_shared<TokenVocab::Classification>();
-    c->accepted.assign(size_t((vocab_->size() + 31) / 32), 0u);
-    const TokenVocab::Node* trie = vocab_->trie().data();
-    const int32_t* toks = vocab_->token_ids().data();
-    cwalk_.clear();
-    cwalk_.push_back({0, start, false, 0});
-    while (!cwalk_.empty()) {
-      const auto [tn, from, unused, depth] = cwalk_.back();
-      cwalk_.pop_back();
-      const TokenVocab::Node& n = trie[tn];
-      for (int32_t ch = n.first_child, end = n.first_child + n.n_children; ch < end; ++ch) {
-        const TokenVocab::Node& cn = trie[ch];
-        int32_t to = trans_[size_t(from) * 256 + cn.byte];
-        if (to == -2) to = next(from, cn.byte);
-        if (to < 0) continue;
-        for (int32_t t = cn.first_token, te = cn.first_token + cn.n_tokens; t < te; ++t)
-          c->accepted[size_t(toks[t]) / 32] |= 1u << (toks[t] % 32);
-        if (set_escapes_[size_t(to)]) {  // the frames may be done here
-          if (c->escape.empty()) c->escape.assign((vocab_->trie().size() + 63) / 64, 0);
-          c->escape[size_t(ch) / 64] |= uint64_t(1) << (ch % 64);
-        }
-        // Past kShortBytes only long tokens remain: fill_mask_classified checks those.
-        if (cn.n_children && depth + 1 < TokenVocab::kShortBytes) cwalk_.push_back({ch, to, false, depth + 1});
-      }
-    }
-    cls = vocab_->keep_classification(key, std::move(c));
+    cls = counted_classification(frames, bottom);
+    if (!cls) cls = walk_classification(frames, bottom);
+    cls = vocab_->keep_classification(key, std::move(cls));
   }
   return *node_cls_.emplace(node, std::move(cls)).first->second;
+}
+
+std::shared_ptr<const TokenVocab::Classification> Automaton::walk_classification(const std::vector<int32_t>& frames,
+                                                                                 int32_t bottom) {
+  // Walk the trie from the frames alone, with `bottom` where the frames below would be.
+  int32_t chain = bottom;
+  for (size_t i = frames.size(); i-- > 0;) chain = intern(frames[i], chain);
+  const int32_t start = set_id({chain});
+  auto c = std::make_shared<TokenVocab::Classification>();
+  c->accepted.assign(size_t((vocab_->size() + 31) / 32), 0u);
+  const TokenVocab::Node* trie = vocab_->trie().data();
+  const int32_t* toks = vocab_->token_ids().data();
+  cwalk_.clear();
+  cwalk_.push_back({0, start, false, 0});
+  while (!cwalk_.empty()) {
+    const auto [tn, from, unused, depth] = cwalk_.back();
+    cwalk_.pop_back();
+    const TokenVocab::Node& n = trie[tn];
+    for (int32_t ch = n.first_child + n.n_children - 1; ch >= n.first_child; --ch) {  // backwards: the stack then takes the subtrees in memory order
+      const TokenVocab::Node& cn = trie[ch];
+      const int32_t to = next(from, cn.byte);
+      if (to < 0) continue;
+      for (int32_t t = cn.first_token, te = cn.first_token + cn.n_tokens; t < te; ++t)
+        c->accepted[size_t(toks[t]) / 32] |= 1u << (toks[t] % 32);
+      if (set_escapes_[size_t(to)]) {  // the frames may be done here
+        if (c->escape.empty()) c->escape.assign((vocab_->trie().size() + 63) / 64, 0);
+        c->escape[size_t(ch) / 64] |= uint64_t(1) << (ch % 64);
+      }
+      // Past kShortBytes only long tokens remain: fill_mask_classified checks those.
+      if (cn.n_children && depth + 1 < TokenVocab::kShortBytes) cwalk_.push_back({ch, to, false, depth + 1});
+    }
+  }
+  return c;
+}
+
+int32_t Automaton::single(int32_t config) {
+  auto it = single_.find(config);
+  if (it != single_.end()) return it->second;
+  const int32_t id = set_id({config});
+  single_.emplace(config, id);
+  return id;
+}
+
+std::pair<int32_t, int32_t> Automaton::synthetic(int32_t inner, int32_t K) {
+  auto it = synthetic_.find({inner, K});
+  if (it != synthetic_.end()) return it->second;
+  const std::vector<Element>& x = inners_[size_t(inner)];
+  int64_t x_max = 0;
+  for (const Element& e : x) x_max += e.kind == Element::Kind::kRule ? max_len_[size_t(e.id)] : 1;
+  const int32_t chain = int32_t(synthetic_.size());
+  int32_t prev = -1, body = -1;
+  for (int32_t k = 1; k <= K; ++k) {
+    const int32_t r = int32_t(alt_starts_.size());
+    alt_starts_.push_back({});
+    body = int32_t(flat_.size());
+    alt_starts_.back().push_back(body);
+    for (const Element& e : x) {
+      flat_.push_back({int8_t(e.kind == Element::Kind::kRule ? 1 : 0), e.id});
+      flat_rule_.push_back(r);
+    }
+    if (prev >= 0) {
+      flat_.push_back({1, prev});
+      flat_rule_.push_back(r);
+    }
+    flat_.push_back({2, 0});
+    flat_rule_.push_back(r);
+    alt_starts_.back().push_back(int32_t(flat_.size()));  // the empty alternative
+    flat_.push_back({2, 0});
+    flat_rule_.push_back(r);
+    body_start_.push_back(body);
+    min_len_.push_back(0);
+    max_len_.push_back(int32_t(std::min<int64_t>(x_max * k, kUnbounded)));
+    counted_.push_back({});
+    syn_chain_.push_back(chain);
+    syn_index_.push_back(k);
+    prev = r;
+  }
+  return synthetic_[{inner, K}] = {body, chain};
+}
+
+Automaton::CountedFrame Automaton::counted_frame(const std::vector<int32_t>& frames) {
+  // The topmost frame standing in a counted body (a return point stands for the element
+  // before it), with at least two repetitions to tell apart.
+  CountedFrame f;
+  for (size_t fi = 0; fi < frames.size(); ++fi) {
+    const int32_t cur = frames[fi] - (fi > 0 ? 1 : 0);
+    if (cur < 0 || untag(cur) != cur) continue;
+    const int32_t r = flat_rule_[size_t(cur)];
+    if (r < 0 || size_t(r) >= g_->rules().size()) continue;
+    const Counted& c = counted_[size_t(r)];
+    if (c.inner < 0 || c.star) continue;
+    const int32_t d = cur - body_start_[size_t(r)];
+    const int32_t len = int32_t(inners_[size_t(c.inner)].size());
+    if (d < 0 || d >= c.copies * len) continue;
+    f.fi = fi;
+    f.inner = c.inner;
+    f.offset = d % len + (fi > 0 ? 1 : 0);
+    f.a = c.copies - d / len;
+    f.b = c.tail < 0 ? -1 : f.a + c.tail;
+    if (f.a >= 2 || f.b != 1) return f;  // (b -1 or >= 2)
+    f.inner = -1;
+  }
+  return f;
+}
+
+std::shared_ptr<const TokenVocab::Classification> Automaton::counted_classification(const std::vector<int32_t>& frames,
+                                                                                    int32_t bottom) {
+  // A short token uses at most kShortBytes + 1 repetitions: syn_K with K = that stands
+  // for every count.
+  const CountedFrame f = counted_frame(frames);
+  if (f.inner < 0) return nullptr;
+  constexpr int32_t K = TokenVocab::kShortBytes + 1;
+  const auto [body, chain_id] = synthetic(f.inner, K);
+  std::vector<int32_t> canon = frames;
+  canon[f.fi] = body + f.offset;
+  std::string ckey = "K";
+  ckey += char('0' + f.fi);
+  ckey += frames_key(canon, bottom, TokenVocab::kShortBytes + 1);
+  std::shared_ptr<const TokenVocab::CountedClassification> cc = vocab_->find_counted(ckey);
+  if (!cc) {
+    int32_t p0;
+    const int32_t start = set_id({counted_chain(canon, bottom, f.fi, &p0)});
+    cc = vocab_->keep_counted(ckey, walk_counted(start, p0, chain_id, K));
+  }
+  if (cc->K == 0) return nullptr;
+  const int32_t a = std::min(f.a, K + 1), b = f.b < 0 ? K : std::min(f.b, K);
+  auto c = std::make_shared<TokenVocab::Classification>();
+  c->accepted = cc->inside[size_t(b - 1)];
+  for (int32_t e = a; e <= b; ++e)
+    for (int32_t t : cc->exit[size_t(e - 1)]) c->accepted[size_t(t) / 32] |= 1u << (t % 32);
+  for (auto [node, e] : cc->escape) {
+    if (e < a || e > b) continue;
+    if (c->escape.empty()) c->escape.assign((vocab_->trie().size() + 63) / 64, 0);
+    c->escape[size_t(node) / 64] |= uint64_t(1) << (node % 64);
+  }
+  return c;
+}
+
+int32_t Automaton::counted_chain(const std::vector<int32_t>& frames, int32_t bottom, size_t fi, int32_t* p0) {
+  // P0 is a tagged copy of the frames below the counted one: the same grammar positions
+  // under another identity, so that a later repetition of the same chain entered from the
+  // same return point (a list of counted items) is told apart from this one.
+  int32_t chain = bottom;
+  *p0 = bottom;
+  for (size_t i = frames.size(); i-- > 0;) {
+    if (i == fi) {
+      if (chain >= 0) chain = intern(nodes_[size_t(chain)].pos | kTag, nodes_[size_t(chain)].parent);
+      *p0 = chain;
+    }
+    chain = intern(frames[i], chain);
+  }
+  return chain;
+}
+
+// A walk of a trie (TokenVocab::Node or LongNode) from `start` down to max_depth, calling
+// visit(trie node, its bytes' set, inside, outside) at every node the set survives.
+// Without a CountWalk, inside = 1 and outside = -1. With one, the walk starts in a
+// synthetic chain syn_K (see synthetic()) and each configuration carries how many
+// repetitions its path used: inside the repetition (a frame of the chain standing on
+// P0) K - k + 1 for a frame of syn_k, and K for syn_1's inner (tail-called: P0 is its
+// nearest frame); outside it (P0 itself and what follows, or a later repetition of the
+// same inner) the count at which its path left. `inside` is the fewest used by an inside
+// configuration (K + 1: none), `outside` the count of the outside ones (-1: none), who
+// must all agree on it, else the walk gives up (returns false). A repetition with at
+// least a and at most b repetitions to go would have gone where the inside
+// configurations using at most b, and the outside ones that left between a and b, go.
+template <class TrieNode, class Visit>
+bool Automaton::walk_trie(const TrieNode* trie, int32_t start, int max_depth, CountWalk* w, Visit&& visit) {
+  auto info_of = [&](int32_t set) -> const std::vector<std::pair<int32_t, int32_t>>& {
+    auto it = w->info.find(set);
+    if (it != w->info.end()) return it->second;
+    std::vector<std::pair<int32_t, int32_t>> v;
+    for (int32_t c : sets_[size_t(set)]) {
+      int32_t used = 0;
+      for (int32_t at = c; c >= 0; at = nodes_[size_t(at)].parent) {
+        if (at == w->p0 && at != c) {
+          used = w->K;
+          break;
+        }
+        if (at < 0) break;
+        const NodeKey nk = nodes_[size_t(at)];
+        const int32_t r = flat_rule_[size_t(untag(nk.pos))];
+        if (nk.parent == w->p0 && r >= 0 && syn_chain_[size_t(r)] == w->chain) {
+          used = w->K - syn_index_[size_t(r)] + 1;
+          break;
+        }
+      }
+      v.push_back({c, used});
+    }
+    return w->info.emplace(set, std::move(v)).first->second;
+  };
+  struct Item {
+    int32_t tn, set, outside, depth;
+  };
+  std::vector<Item> stack = {{0, start, -1, 0}};
+  while (!stack.empty()) {
+    const Item it = stack.back();
+    stack.pop_back();
+    const TrieNode& n = trie[it.tn];
+    // Backwards: the stack then takes the subtrees in memory order.
+    for (int32_t ch = n.first_child + n.n_children - 1; ch >= n.first_child; --ch) {
+      const TrieNode& cn = trie[ch];
+      const int32_t to = next(it.set, cn.byte);
+      if (to < 0) continue;
+      int32_t outside = -1, inside = 1;
+      if (w) {
+        const uint64_t mk = (uint64_t(uint32_t(it.set)) << 24) | (uint64_t(uint16_t(it.outside)) << 8) | byte_class_[cn.byte];
+        auto mv = w->moves.find(mk);
+        if (mv == w->moves.end()) {
+          // Which configurations of the set lead to outside configurations after the byte,
+          // and with what count: each one stepped on its own.
+          int32_t o = -1;
+          auto agree = [&](int32_t v) { o = o == -1 || o == v ? v : -2; };
+          int32_t f = w->K + 1;
+          bool has_outside = false;
+          for (auto [c, used] : info_of(to)) {
+            if (used == 0) has_outside = true;
+            else f = std::min(f, used);
+          }
+          if (has_outside) {
+            // The configurations that take the byte: outside ones stay outside; inside ones
+            // may leave. When they all agree on a count, that is it; else each is stepped on
+            // its own to see which lead outside.
+            const auto& from_info = info_of(it.set);  // (elements of an unordered_map stay put)
+            const auto& sets = g_->sets();
+            bool from_outside = false;
+            int32_t inside_used = -1;
+            for (auto [c, used] : from_info) {
+              if (c < 0 || !sets[size_t(flat_[size_t(untag(nodes_[size_t(c)].pos))].id)][cn.byte]) continue;
+              if (used == 0) from_outside = true;
+              else inside_used = inside_used == -1 || inside_used == used ? used : -2;
+            }
+            if (inside_used == -1 || (!from_outside && inside_used > 0) || (from_outside && inside_used == it.outside)) {
+              agree(from_outside ? it.outside : inside_used);
+            } else {
+              for (auto [c, used] : from_info) {
+                if (c < 0) continue;
+                const int32_t t = next(single(c), cn.byte);
+                if (t < 0) continue;
+                if (used == 0) {
+                  agree(it.outside);
+                } else {
+                  for (auto [tc, tu] : info_of(t))
+                    if (tu == 0) {
+                      agree(used);
+                      break;
+                    }
+                }
+              }
+            }
+          }
+          if (has_outside && o < 0) o = -2;
+          if (!has_outside) o = -1;
+          mv = w->moves.emplace(mk, std::make_pair(o, f)).first;
+        }
+        outside = mv->second.first;
+        inside = mv->second.second;
+        if (outside == -2 || outside == 0 || inside < 1) return false;
+      }
+      visit(ch, cn, to, inside, outside);
+      if (cn.n_children && it.depth + 1 < max_depth) stack.push_back({ch, to, outside, it.depth + 1});
+    }
+  }
+  return true;
+}
+
+std::shared_ptr<const TokenVocab::CountedClassification> Automaton::walk_counted(int32_t start, int32_t p0,
+                                                                               int32_t chain_id, int32_t K) {
+  CountWalk w;
+  w.p0 = p0;
+  w.chain = chain_id;
+  w.K = K;
+  const size_t words = size_t((vocab_->size() + 31) / 32);
+  auto out = std::make_shared<TokenVocab::CountedClassification>();
+  out->inside.assign(size_t(K), std::vector<uint32_t>(words, 0u));
+  out->exit.assign(size_t(K), {});
+  const int32_t* toks = vocab_->token_ids().data();
+  const bool ok = walk_trie(vocab_->trie().data(), start, TokenVocab::kShortBytes, &w,
+                            [&](int32_t ch, const TokenVocab::Node& cn, int32_t to, int32_t inside, int32_t outside) {
+                              for (int32_t t = cn.first_token, te = cn.first_token + cn.n_tokens; t < te; ++t) {
+                                const uint32_t bit = 1u << (toks[t] % 32);
+                                if (inside <= K) out->inside[size_t(inside - 1)][size_t(toks[t]) / 32] |= bit;
+                                if (outside > 0 && outside <= K) out->exit[size_t(outside - 1)].push_back(toks[t]);
+                              }
+                              if (set_escapes_[size_t(to)]) out->escape.push_back({ch, outside});
+                            });
+  if (!ok) return std::make_shared<TokenVocab::CountedClassification>();
+  for (size_t v = 1; v < size_t(K); ++v)
+    for (size_t w2 = 0; w2 < words; ++w2) out->inside[v][w2] |= out->inside[v - 1][w2];
+  out->K = K;
+  return out;
+}
+
+Automaton::LongUse Automaton::long_class(int32_t node) {
+  if (auto it = node_long_.find(node); it != node_long_.end()) return it->second;
+  std::vector<int32_t> frames;
+  int32_t at = node;
+  while (at >= 0 && int(frames.size()) < kFrames) {
+    frames.push_back(nodes_[size_t(at)].pos);
+    at = nodes_[size_t(at)].parent;
+  }
+  const int32_t bottom = at == kAccept ? kAccept : kEscape;
+  const TokenVocab& v = *vocab_;
+  const size_t n_long = v.long_token_ids().size();
+  auto walk = [&](int32_t chain, CountWalk* w) -> std::shared_ptr<LongClass> {
+    auto lc = std::make_shared<LongClass>();
+    lc->inside.assign(n_long, kNever);
+    lc->exit.assign(n_long, kNever);
+    lc->esc_lo.assign(n_long, kNever);
+    lc->esc_hi.assign(n_long, 0);
+    const int32_t start = set_id({chain});
+    std::vector<std::pair<int32_t, int16_t>> escapes;  // (long trie node, count)
+    const bool ok = walk_trie(v.long_trie().data(), start, 1 << 20, w,
+                              [&](int32_t ch, const TokenVocab::LongNode& cn, int32_t to, int32_t inside, int32_t outside) {
+                                for (int32_t t = cn.first_token; t < cn.first_token + cn.n_tokens; ++t) {
+                                  lc->inside[size_t(t)] = int16_t(inside);
+                                  if (outside > 0) lc->exit[size_t(t)] = int16_t(outside);
+                                }
+                                if (set_escapes_[size_t(to)]) escapes.push_back({ch, int16_t(outside > 0 ? outside : 1)});
+                              });
+    if (!ok) return nullptr;
+    // Every long token below a node where the frames may be done is checked from the
+    // whole set (if its count fits): the counts of its ancestors, handed down the trie.
+    if (!escapes.empty()) {
+      const auto& lt = v.long_trie();
+      std::vector<int16_t> lo(lt.size(), kNever), hi(lt.size(), 0);
+      for (auto [n, e] : escapes) lo[size_t(n)] = std::min(lo[size_t(n)], e), hi[size_t(n)] = std::max(hi[size_t(n)], e);
+      std::vector<int32_t> stack = {0};
+      while (!stack.empty()) {
+        const int32_t n = stack.back();
+        stack.pop_back();
+        for (int32_t t = lt[size_t(n)].first_token; t < lt[size_t(n)].first_token + lt[size_t(n)].n_tokens; ++t)
+          lc->esc_lo[size_t(t)] = lo[size_t(n)], lc->esc_hi[size_t(t)] = hi[size_t(n)];
+        for (int32_t c = lt[size_t(n)].first_child; c < lt[size_t(n)].first_child + lt[size_t(n)].n_children; ++c) {
+          lo[size_t(c)] = std::min(lo[size_t(c)], lo[size_t(n)]);
+          hi[size_t(c)] = std::max(hi[size_t(c)], hi[size_t(n)]);
+          stack.push_back(c);
+        }
+      }
+    }
+    return lc;
+  };
+  // Kept with the vocabulary by the frames' language within the longest token + 1 bytes.
+  // Inside a counted repetition: syn_K with K = that stands for every count (a token of L
+  // bytes uses at most L + 1 repetitions); an empty class marks one that cannot be split.
+  const int32_t budget = TokenVocab::kLongBytes + 1;
+  LongUse use;
+  const CountedFrame f = counted_frame(frames);
+  if (f.inner >= 0) {
+    const int32_t K = budget;
+    const auto [body, chain_id] = synthetic(f.inner, K);
+    std::vector<int32_t> canon = frames;
+    canon[f.fi] = body + f.offset;
+    std::string key = "K";
+    key += char('0' + f.fi);
+    key += frames_key(canon, bottom, budget);
+    std::shared_ptr<const LongClass> lc = v.find_long(key);
+    if (!lc) {
+      CountWalk w;
+      w.chain = chain_id;
+      w.K = K;
+      std::shared_ptr<const LongClass> made = walk(counted_chain(canon, bottom, f.fi, &w.p0), &w);
+      lc = v.keep_long(key, made ? made : std::make_shared<const LongClass>());
+    }
+    if (!lc->inside.empty()) use = {lc, std::min(f.a, K + 1), f.b < 0 ? K : std::min(f.b, K)};
+  }
+  if (!use.c) {
+    const std::string key = "P" + frames_key(frames, bottom, budget);
+    std::shared_ptr<const LongClass> lc = v.find_long(key);
+    if (!lc) {
+      int32_t chain = bottom;
+      for (size_t i = frames.size(); i-- > 0;) chain = intern(frames[i], chain);
+      lc = v.keep_long(key, walk(chain, nullptr));
+    }
+    use = {lc, 1, 1};
+  }
+  return node_long_[node] = use;
 }
 
 int32_t Automaton::escape_set(int32_t node) {
@@ -393,12 +938,35 @@ bool Automaton::fill_mask_classified(int32_t state, uint32_t* m) {
       }
     }
   }
-  for (int32_t t : vocab_->long_tokens()) {
-    if ((m[t / 32] >> (t % 32)) & 1u) continue;
-    int32_t cur = state;
-    for (unsigned char b : vocab_->bytes(t))
-      if ((cur = next(cur, b)) < 0) break;
-    if (cur >= 0) m[t / 32] |= 1u << (t % 32);
+  // Long tokens: what each configuration's frames say of them; those that may leave the
+  // frames are walked from the whole set.
+  {
+    const std::vector<int32_t>& ids = vocab_->long_token_ids();
+    long_cand_.assign(ids.size(), 0);
+    for (int32_t c : configs) {
+      if (c < 0) continue;
+      const LongUse u = long_class(c);
+      const LongClass& lc = *u.c;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (lc.inside[i] <= u.b || (lc.exit[i] >= u.a && lc.exit[i] <= u.b)) m[ids[i] / 32] |= 1u << (ids[i] % 32);
+        else if (lc.esc_lo[i] <= u.b && lc.esc_hi[i] >= u.a) long_cand_[i] = 1;
+      }
+    }
+    auto walk_token = [&](int32_t t, const unsigned char* b, const unsigned char* e) {
+      if ((m[t / 32] >> (t % 32)) & 1u) return;
+      int32_t cur = state;
+      for (; b < e && cur >= 0; ++b) cur = next(cur, *b);
+      if (cur >= 0) m[t / 32] |= 1u << (t % 32);
+    };
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (long_cand_[i]) {
+        const std::string& b = vocab_->bytes(ids[i]);
+        walk_token(ids[i], reinterpret_cast<const unsigned char*>(b.data()), reinterpret_cast<const unsigned char*>(b.data()) + b.size());
+      }
+    const std::vector<int32_t>& longest = vocab_->longest_token_ids();
+    const unsigned char* lb = reinterpret_cast<const unsigned char*>(vocab_->longest_bytes().data());
+    const int32_t* off = vocab_->longest_offsets().data();
+    for (size_t i = 0; i < longest.size(); ++i) walk_token(longest[i], lb + off[i], lb + off[i + 1]);
   }
   return true;
 }
@@ -423,7 +991,7 @@ void Automaton::fill_mask(int32_t state, std::span<uint32_t> mask) {
   if (g_classify)
     for (int32_t c = trie[0].first_child; c < trie[0].first_child + trie[0].n_children; ++c)
       wide += next(state, trie[c].byte) >= 0;
-  if (wide <= 48 || !fill_mask_classified(state, m)) {
+  if (wide <= kNarrow || !fill_mask_classified(state, m)) {
     std::fill(mask.begin(), mask.end(), 0u);
     if (can_end(state))
       for (int32_t e : vocab_->eos_ids()) m[e / 32] |= 1u << (e % 32);
@@ -435,10 +1003,9 @@ void Automaton::fill_mask(int32_t state, std::span<uint32_t> mask) {
     const auto [node, from] = walk_.back();
     walk_.pop_back();
     const TokenVocab::Node& n = trie[node];
-    for (int32_t c = n.first_child, end = n.first_child + n.n_children; c < end; ++c) {
+    for (int32_t c = n.first_child + n.n_children - 1; c >= n.first_child; --c) {  // backwards: the stack then takes the subtrees in memory order
       const TokenVocab::Node& ch = trie[c];
-      int32_t to = trans_[size_t(from) * 256 + ch.byte];
-      if (to == -2) to = next(from, ch.byte);
+      const int32_t to = next(from, ch.byte);
       if (to < 0) continue;
       for (int32_t t = ch.first_token, te = ch.first_token + ch.n_tokens; t < te; ++t) m[toks[t] / 32] |= 1u << (toks[t] % 32);
       if (ch.n_children) walk_.push_back({c, to});

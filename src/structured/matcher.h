@@ -17,16 +17,26 @@
 // walk), plus the tokens that finish those frames mid-token and go on in the stack below,
 // found through the vocabulary's byte occurrences (only bytes the stack below can take
 // next are looked up). A classification depends only on the frames' language within
-// kShortBytes + 1 bytes, so it is kept with the vocabulary under a canonical text of that
-// language and shared by every grammar (a JSON string's content reads the same in every
-// schema). Tests check these masks against the plain walk bit for bit.
+// kShortBytes + 1 bytes, so it is kept with the vocabulary under a canonical key of that
+// language (interned fragment ids) and shared by every grammar (a JSON string's content
+// reads the same in every schema). Long tokens (up to kLongBytes) have classes made the
+// same way within kLongBytes + 1 bytes; the few longer ones are walked one by one.
+//
+// A counted repetition (x{m,n}: a string's length bounds, a pattern's quantifier) puts
+// every position in a configuration of its own, each of which would need its own walk.
+// Instead one walk of a synthetic x{1,K} counts, per path, the repetitions it used, and
+// the classification of any count left is cut from it. Tests check these masks against
+// the plain walk bit for bit.
 //
 // Per grammar and vocabulary: Automaton (node arena, sets, transitions, masks), shared by
 // its matchers under a lock. Per sequence: Matcher (state and history). Per vocabulary:
 // TokenVocab (the tokens' bytes, a trie, byte occurrences, classifications).
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <tuple>
 #include <mutex>
@@ -61,9 +71,24 @@ class TokenVocab {
   const std::vector<int32_t>& token_ids() const { return trie_tokens_; }
 
   // Classifications cover the tokens of at most kShortBytes bytes (99% of a 129k
-  // vocabulary); the longer ones are checked one by one.
+  // vocabulary). Long ones (at most kLongBytes) have classes of their own (LongClass),
+  // made by walking the trie's part that leads to them: long_trie()[0] is the root, each
+  // entry's children follow contiguously. The longest (64 of 129k) are checked one by one.
   static constexpr int kShortBytes = 16;
-  const std::vector<int32_t>& long_tokens() const { return long_; }
+  static constexpr int kLongBytes = 32;
+  struct LongNode {
+    int32_t first_child = -1, n_children = 0;  // into long_trie()
+    uint8_t byte = 0;
+    int32_t first_token = -1, n_tokens = 0;    // into long_token_ids()
+    int32_t subtree_end = -1;                  // long_token_ids() [first_token, subtree_end): the subtree's
+  };
+  const std::vector<LongNode>& long_trie() const { return long_trie_; }
+  const std::vector<int32_t>& long_token_ids() const { return long_ids_; }
+  // The longest tokens, their bytes back to back: token i is
+  // longest_bytes()[longest_offsets()[i], longest_offsets()[i + 1]).
+  const std::vector<int32_t>& longest_token_ids() const { return longest_ids_; }
+  const std::string& longest_bytes() const { return longest_bytes_; }
+  const std::vector<int32_t>& longest_offsets() const { return longest_off_; }
 
   // What a configuration's top frames accept whatever lies below them (see the top of
   // this file). Kept here, by a canonical text of the frames' language, so every grammar
@@ -81,6 +106,20 @@ class TokenVocab {
   };
   const std::vector<Occurrence>& occurrences(uint8_t b) const;
 
+  // A classification of frames holding a counted repetition (inner{a,b}: at least a, at
+  // most b more repetitions, the current one included), made once with a = 1 and b = K,
+  // the most a short token can tell apart, then cut down to any a, b: inside[b - 1] holds
+  // the tokens the frames accept within b repetitions without leaving the repetition,
+  // exit[e - 1] those accepted after leaving it at exactly e; each escape node says at
+  // which e its path left. K = 0: the walk could not attribute every path to one count
+  // (the caller classifies each count on its own).
+  struct CountedClassification {
+    int32_t K = 0;
+    std::vector<std::vector<uint32_t>> inside;  // bitmasks
+    std::vector<std::vector<int32_t>> exit;     // token ids (few: those ending just past the repetition)
+    std::vector<std::pair<int32_t, int32_t>> escape;  // (trie node, repetitions when it left)
+  };
+
  private:
   void index_occurrences();
 
@@ -88,16 +127,42 @@ class TokenVocab {
   std::shared_ptr<const Classification> find_classification(const std::string& key) const;
   std::shared_ptr<const Classification> keep_classification(const std::string& key,
                                                             std::shared_ptr<const Classification> c) const;
+  // The long tokens (past kShortBytes) as frames see them, per long token
+  // (long_token_ids() order): the fewest repetitions with which the frames accept it
+  // inside their counted repetition (`inside`), the count at which its accepted path left
+  // the repetition (`exit`), and the range of counts at which its path may leave the
+  // frames (then it is checked from the whole set); kNever: none. Outside counted
+  // repetitions every path counts 1.
+  struct LongClass {
+    std::vector<int16_t> inside, exit, esc_lo, esc_hi;
+  };
+  static constexpr int16_t kNever = 0x7fff;
+  std::shared_ptr<const LongClass> find_long(const std::string& key) const;
+  std::shared_ptr<const LongClass> keep_long(const std::string& key, std::shared_ptr<const LongClass> c) const;
+  // The id of a grammar fragment's canonical text (Automaton::seq_id), the same for every
+  // grammar over this vocabulary. Ids of different generations never coincide.
+  int64_t fragment_id(const std::string& text) const;
+  uint64_t generation() const { return generation_.load(); }
+  std::shared_ptr<const CountedClassification> find_counted(const std::string& key) const;
+  std::shared_ptr<const CountedClassification> keep_counted(const std::string& key,
+                                                           std::shared_ptr<const CountedClassification> c) const;
 
  private:
   std::vector<std::vector<Occurrence>> occ_;
   mutable std::mutex cls_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Classification>> cls_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const CountedClassification>> counted_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const LongClass>> long_;
+  mutable std::unordered_map<std::string, int64_t> fragments_;
+  mutable std::atomic<uint64_t> generation_{0};
   std::vector<std::string> bytes_;
   std::vector<int32_t> eos_;
   std::vector<Node> trie_;
   std::vector<int32_t> trie_tokens_;
-  std::vector<int32_t> long_;
+  std::vector<LongNode> long_trie_;
+  std::vector<int32_t> long_ids_, longest_ids_;
+  std::string longest_bytes_;
+  std::vector<int32_t> longest_off_;
 };
 
 // The grammar's automaton over a vocabulary, shared by every Matcher of that grammar
@@ -121,12 +186,21 @@ class Automaton {
   static constexpr int32_t kAccept = -1;  // the empty stack
   static constexpr int32_t kEscape = -2;  // below a classification's top frames
   static constexpr int kFrames = 3;       // frames a classification looks at
+  static constexpr int kNarrow = 48;      // sets with at most this many first bytes walk the trie
+  // A position with kTag set is the same grammar position under another identity (see
+  // walk_trie); untag() gives the position.
+  static constexpr int32_t kTag = 1 << 30;
+  static int32_t untag(int32_t pos) { return pos & (kTag - 1); }
 
   // All below with mu_ held.
   int32_t intern(int32_t pos, int32_t parent);
   // The id of a (sorted, unique) configuration set, and the set after byte b (-1: none).
   int32_t set_id(const std::vector<int32_t>& s);
-  int32_t next(int32_t set, uint8_t b);
+  int32_t next(int32_t set, uint8_t b) {
+    const int32_t t = trans_[size_t(set) * size_t(n_classes_) + byte_class_[b]];
+    return t != -2 ? t : learn(set, b);
+  }
+  int32_t learn(int32_t set, uint8_t b);  // next() not yet known
   // Adds the configurations `pos` (under `parent`) expands to.
   void expand(int32_t pos, int32_t parent, std::vector<int32_t>* out);
   // out = the configurations after byte b from `from` (sorted, unique).
@@ -142,9 +216,64 @@ class Automaton {
   // the document's end lies within them).
   int32_t escape_set(int32_t node);
   const TokenVocab::Classification& classification(int32_t node);
-  // A canonical text of what the frames accept in their first kShortBytes + 1 bytes
-  // (equal texts: equal classifications, across grammars).
-  std::string frames_key(const std::vector<int32_t>& frames, int32_t bottom);
+  // The trie walk of a classification: what `frames` (positions, top first) accept above
+  // `bottom` (kAccept or kEscape).
+  std::shared_ptr<const TokenVocab::Classification> walk_classification(const std::vector<int32_t>& frames,
+                                                                         int32_t bottom);
+  // Counted repetitions. A rule counts its inner X when its body (its one non-empty
+  // alternative) is X repeated m >= 1 times, then optionally a reference to an optional
+  // counted rule of the same X (tail: its slots) or to a star of X (X*: unbounded); an
+  // optional rule (an empty alternative too) without such a shape counts its whole body
+  // once. A configuration whose frame stands in copy i of such a body has a = m - i
+  // repetitions to go at least and b = a + tail at most (the current one included).
+  struct Counted {
+    int32_t inner = -1;        // into inners_; -1: not counted
+    int32_t copies = 0, tail = 0;  // tail -1: unbounded
+    bool optional = false, star = false;  // star: X* itself (a tail only)
+  };
+  struct CountedFrame {
+    size_t fi = 0;        // which frame
+    int32_t inner = -1;   // -1: none
+    int32_t offset = 0;   // the frame's position within the inner (return points: + 1)
+    int32_t a = 0, b = 0;  // b -1: unbounded
+  };
+  CountedFrame counted_frame(const std::vector<int32_t>& frames);
+  // The synthetic chain syn_K ::= X syn_(K-1) | () (down to syn_1 ::= X | ()) standing
+  // for every count of inner X up to K: the flat position where syn_K's body starts, and
+  // its chain id (syn_chain_ of its rules).
+  std::pair<int32_t, int32_t> synthetic(int32_t inner, int32_t K);
+  // For frames inside a counted repetition: the classification cut from the one of the
+  // synthetic chain (nullptr when the frames hold none, or that walk cannot be split).
+  std::shared_ptr<const TokenVocab::Classification> counted_classification(const std::vector<int32_t>& frames,
+                                                                           int32_t bottom);
+  std::shared_ptr<const TokenVocab::CountedClassification> walk_counted(int32_t start, int32_t p0, int32_t chain_id,
+                                                                       int32_t K);
+  int32_t single(int32_t config);  // the set of one configuration
+  // The chain of `frames` over `bottom`, the frames below frames[fi] given a tagged
+  // identity (*p0: that copy; see walk_trie).
+  int32_t counted_chain(const std::vector<int32_t>& frames, int32_t bottom, size_t fi, int32_t* p0);
+  struct CountWalk {
+    int32_t p0 = -1, chain = -1, K = 1;
+    std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> info;  // set -> (configuration, used)
+    std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> moves;            // (set, outside, byte) -> (outside, inside)
+  };
+  template <class TrieNode, class Visit>
+  bool walk_trie(const TrieNode* trie, int32_t start, int max_depth, CountWalk* w, Visit&& visit);
+  // The long tokens as a configuration's top kFrames frames see them (TokenVocab::LongClass,
+  // kept by a key of the frames' language within the longest token + 1 bytes), with the
+  // counts its repetition allows (a = b = 1 outside counted repetitions).
+  using LongClass = TokenVocab::LongClass;
+  static constexpr int16_t kNever = TokenVocab::kNever;
+  struct LongUse {
+    std::shared_ptr<const LongClass> c;
+    int32_t a = 1, b = 1;
+  };
+  LongUse long_class(int32_t node);
+  // A canonical key of what the frames accept in their first `budget` bytes (equal keys:
+  // equal classifications, across grammars): the fragment ids of the frames (seq_id).
+  std::string frames_key(const std::vector<int32_t>& frames, int32_t bottom, int32_t budget);
+  int64_t seq_id(int32_t pos, int32_t budget);
+  int64_t frag_id(int32_t rule, int32_t budget);
 
  public:
   // Tests: masks by the plain trie walk only (the classifications are checked against it).
@@ -173,7 +302,7 @@ class Automaton {
   };
   std::vector<std::vector<int32_t>> sets_;  // configuration sets: node ids or kAccept
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> set_ids_;
-  std::vector<int32_t> trans_;              // [set * 256 + byte]: next set, -1 none, -2 unknown
+  std::vector<int32_t> trans_;              // [set * n_classes_ + byte class]: next set, -1 none, -2 unknown
   std::vector<uint8_t> set_escapes_;        // per set: it holds kEscape
   int32_t start_ = -1;                      // the set at the start of the document
   std::vector<int32_t> scratch_;
@@ -188,6 +317,22 @@ class Automaton {
   std::vector<int32_t> min_len_;  // per rule: the fewest bytes it matches
   std::vector<int32_t> max_len_;  // per rule: the most (kUnbounded if recursive)
   std::vector<std::string> set_text_;  // per byte set: its 32 bytes, for keys
+  // Counted repetitions (see Counted; synthetic chains are rules past the grammar's).
+  std::vector<int32_t> body_start_, flat_rule_;  // per rule: its body's flat position; per position: its rule
+  std::vector<Counted> counted_;                 // per rule
+  std::vector<std::vector<Element>> inners_;
+  std::map<std::vector<std::pair<int, int32_t>>, int32_t> inner_ids_;
+  std::vector<int32_t> syn_chain_, syn_index_;   // per rule: its synthetic chain and k (-1: none)
+  std::map<std::pair<int32_t, int32_t>, std::pair<int32_t, int32_t>> synthetic_;  // (inner, K) -> synthetic()
+  std::unordered_map<int32_t, int32_t> single_;  // configuration -> its singleton set
+  std::unordered_map<uint64_t, int64_t> seq_memo_, frag_memo_;  // (position or rule, budget) -> id
+  uint64_t memo_gen_ = 0;
+  std::unordered_map<int32_t, LongUse> node_long_;  // by configuration
+  std::vector<uint8_t> long_cand_;  // scratch: long tokens to check from the whole set
+  // Bytes no byte set tells apart share a class (ids 0..255).
+  std::array<uint8_t, 256> byte_class_{};
+  std::vector<std::vector<uint8_t>> class_bytes_;  // per class: its bytes
+  int32_t n_classes_ = 0;
   static constexpr int32_t kUnbounded = 1 << 28;
 };
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "structured/gbnf.h"
 #include "structured/json_schema.h"
 #include "structured/matcher.h"
 #include "structured_vocab.h"
@@ -183,4 +184,70 @@ TEST(StructuredSuite, RollbackEqualsReplayAndSamplesParse) {
     }
   }
   EXPECT_GE(parsed, sampled / 4);
+}
+
+// Counted repetitions (mandatory copies, optional chains, exact counts, unbounded tails,
+// a repetition entered again from the same place, elements of several lengths, counts
+// inside counts) have their masks cut from one classification per inner (and per long
+// tokens' class): along documents and random walks they equal the plain walk bit for bit.
+TEST(StructuredSuite, CountedRepetitionMasksEqualThePlainWalk) {
+  const DeepSeek& ds = deepseek();
+  const int32_t eos = ds.tok->eos_ids().front();
+  struct Case {
+    const char* gbnf;
+    std::vector<std::string> docs;
+  };
+  const std::vector<Case> cases = {
+      {R"(root ::= "\"" [a-zA-Z0-9_]{8,24} "\"")", {"\"abcdefgh\"", "\"call_0123456789abcdefXYZ\""}},
+      {R"(root ::= "\"" [a-z]{6} "\"")", {"\"abcdef\""}},
+      {R"(root ::= "\"" [^"\\]{3,} "\"")", {"\"Привет, как дела? Всё хорошо\"", "\"abc\""}},
+      {R"(root ::= ([a-z]{1,3} ",")* [a-z]{1,3})", {"ab,c,def,gh", "x"}},
+      {R"(root ::= ("a" | "ab"){2,5} "b")", {"aabab", "abababb"}},
+      {R"(root ::= ("x" [0-9]{2,4}){1,3} ";")", {"x12x3456;", "x99;"}},
+      {R"(root ::= "[" (item ("," item){0,20})? "]"
+item ::= [a-z ]{0,12})", {"[hello world,a,,b c]", "[]"}},
+      {R"(root ::= [0-9a-f]{8} "-" [0-9a-f]{4} | [a-zA-Z ]{2,40} "!")", {"deadbeef-cafe", "Hello there my friend!"}},
+  };
+  std::mt19937 rng(11);
+  std::vector<uint32_t> fast(size_t((ds.vocab->size() + 31) / 32)), plain(fast.size());
+  size_t checked = 0;
+  for (const Case& c : cases) {
+    auto g = std::make_shared<const Grammar>(parse_gbnf(c.gbnf));
+    auto a = std::make_shared<Automaton>(g, ds.vocab);
+    auto b = std::make_shared<Automaton>(g, ds.vocab);
+    auto compare = [&](Matcher& m, Matcher& p, const std::string& where) {
+      m.fill_next_token_bitmask(fast);
+      Automaton::set_classify(false);
+      p.fill_next_token_bitmask(plain);
+      Automaton::set_classify(true);
+      ++checked;
+      return fast == plain ? testing::AssertionSuccess() : testing::AssertionFailure() << c.gbnf << " " << where;
+    };
+    for (const std::string& d : c.docs) {
+      const std::vector<int32_t> ids = ds.tok->encode(d);
+      Matcher m(a, 0), p(b, 0);
+      for (size_t k = 0; k <= ids.size(); ++k) {
+        ASSERT_TRUE(compare(m, p, d + " after " + std::to_string(k) + " tokens"));
+        const int32_t t = k < ids.size() ? ids[k] : eos;
+        ASSERT_TRUE(has(fast, t)) << c.gbnf << ": " << d << " token " << k;
+        ASSERT_TRUE(m.accept_token(t) && p.accept_token(t));
+      }
+    }
+    for (int walk = 0; walk < 6; ++walk) {
+      Matcher m(a, 0), p(b, 0);
+      std::string doc;
+      for (int step = 0; step < 40 && !m.is_terminated(); ++step) {
+        ASSERT_TRUE(compare(m, p, "walk '" + doc + "'"));
+        std::vector<int32_t> allowed;
+        for (int32_t t = 0; t < int32_t(ds.vocab->size()); ++t)
+          if (has(fast, t)) allowed.push_back(t);
+        ASSERT_FALSE(allowed.empty()) << c.gbnf << ": dead end after '" << doc << "'";
+        int32_t t = allowed[rng() % allowed.size()];
+        if (has(fast, eos) && rng() % 4 == 0) t = eos;
+        ASSERT_TRUE(m.accept_token(t) && p.accept_token(t));
+        if (!m.is_terminated()) doc += ds.vocab->bytes(t);
+      }
+    }
+  }
+  EXPECT_GE(checked, 500u);
 }
