@@ -357,8 +357,7 @@ int32_t Automaton::set_id(const std::vector<int32_t>& s) {
 }
 
 int32_t Automaton::learn(int32_t set, uint8_t b) {
-  const std::vector<int32_t> from = sets_[size_t(set)];  // a copy: set_id may grow sets_
-  step(from, b, &scratch_);
+  step(sets_[size_t(set)], b, &scratch_);  // (step leaves sets_ alone; set_id below may grow it)
   const int32_t id = scratch_.empty() ? -1 : set_id(scratch_);
   trans_[size_t(set) * size_t(n_classes_) + byte_class_[b]] = id;
   return id;
@@ -413,7 +412,20 @@ void Automaton::step(const std::vector<int32_t>& from, uint8_t b, std::vector<in
   for (int32_t c : from) {
     if (c < 0) continue;
     const NodeKey k = nodes_[size_t(c)];
-    if (sets[size_t(flat_[size_t(untag(k.pos))].id)][b]) expand(k.pos + 1, k.parent, out);
+    if (!sets[size_t(flat_[size_t(untag(k.pos))].id)][b]) continue;
+    // What follows a configuration's byte is the same whatever the byte: expanded once.
+    if (size_t(c) >= succ_known_.size()) {
+      succ_known_.resize(nodes_.size(), 0);
+      succ_.resize(nodes_.size());
+    }
+    if (!succ_known_[size_t(c)]) {
+      std::vector<int32_t> v;
+      expand(k.pos + 1, k.parent, &v);
+      if (succ_.size() < nodes_.size()) succ_known_.resize(nodes_.size(), 0), succ_.resize(nodes_.size());
+      succ_[size_t(c)] = std::move(v);
+      succ_known_[size_t(c)] = 1;
+    }
+    out->insert(out->end(), succ_[size_t(c)].begin(), succ_[size_t(c)].end());
   }
   normalize(out);
 }
@@ -477,46 +489,75 @@ int64_t Automaton::frag_id(int32_t rule, int32_t budget) {
   return frag_memo_[mk] = vocab_->fragment_id(text);
 }
 
-std::string Automaton::frames_key(const std::vector<int32_t>& frames, int32_t bottom, int32_t budget) {
+std::string Automaton::frames_key(const Frames& f, int32_t budget) {
   if (vocab_->generation() != memo_gen_) {  // the vocabulary started its fragment ids anew
     seq_memo_.clear();
     frag_memo_.clear();
     memo_gen_ = vocab_->generation();
   }
+  // The tops' ids in order (tops whose languages read the same count once), then the
+  // frames below.
+  std::vector<int64_t> ids;
+  for (int32_t p : f.tops) ids.push_back(seq_id(p, budget));
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   std::string key;
-  for (int32_t p : frames) {
-    const int64_t id = seq_id(p, budget);
-    key.append(reinterpret_cast<const char*>(&id), sizeof id);
-  }
-  key += bottom == kAccept ? 'A' : 'S';
+  auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(int64_t(ids.size()));
+  for (int64_t id : ids) put(id);
+  for (int32_t p : f.lower) put(seq_id(p, budget));
+  key += f.bottom == kAccept ? 'A' : 'S';
   return key;
 }
 
-const TokenVocab::Classification& Automaton::classification(int32_t node) {
-  if (auto it = node_cls_.find(node); it != node_cls_.end()) return *it->second;
-  std::vector<int32_t> frames;
-  int32_t at = node;
-  while (at >= 0 && int(frames.size()) < kFrames) {
-    frames.push_back(nodes_[size_t(at)].pos);
+Automaton::Frames Automaton::group_frames(int32_t parent, const std::vector<int32_t>& tops) {
+  Frames f;
+  f.tops = tops;
+  int32_t at = parent;
+  while (at >= 0 && int(f.lower.size()) < kFrames - 1) {
+    f.lower.push_back(nodes_[size_t(at)].pos);
     at = nodes_[size_t(at)].parent;
   }
-  const int32_t bottom = at == kAccept ? kAccept : kEscape;
-  const std::string key = frames_key(frames, bottom, TokenVocab::kShortBytes + 1);
-  std::shared_ptr<const TokenVocab::Classification> cls = vocab_->find_classification(key);
-  if (!cls) {
-    cls = counted_classification(frames, bottom);
-    if (!cls) cls = walk_classification(frames, bottom);
-    cls = vocab_->keep_classification(key, std::move(cls));
-  }
-  return *node_cls_.emplace(node, std::move(cls)).first->second;
+  f.bottom = at == kAccept ? kAccept : kEscape;
+  return f;
 }
 
-std::shared_ptr<const TokenVocab::Classification> Automaton::walk_classification(const std::vector<int32_t>& frames,
-                                                                                 int32_t bottom) {
-  // Walk the trie from the frames alone, with `bottom` where the frames below would be.
-  int32_t chain = bottom;
-  for (size_t i = frames.size(); i-- > 0;) chain = intern(frames[i], chain);
-  const int32_t start = set_id({chain});
+int32_t Automaton::start_set(const Frames& f, size_t fi, int32_t* p0) {
+  // With a counted frame fi (0: the single top; i: lower[i - 1]), the frames below it get
+  // a tagged identity, P0: the same grammar positions, told apart from a later repetition
+  // of the same inner entered from the same return point (a list of counted items).
+  int32_t chain = f.bottom;
+  auto tag = [&] {
+    if (chain >= 0) chain = intern(nodes_[size_t(chain)].pos | kTag, nodes_[size_t(chain)].parent);
+    if (p0) *p0 = chain;
+  };
+  for (size_t i = f.lower.size(); i-- > 0;) {
+    if (fi == i + 1) tag();
+    chain = intern(f.lower[i], chain);
+  }
+  if (fi == 0) tag();
+  std::vector<int32_t> s;
+  for (int32_t p : f.tops) s.push_back(intern(p, chain));
+  normalize(&s);
+  return set_id(s);
+}
+
+const TokenVocab::Classification& Automaton::classification(int32_t parent, const std::vector<int32_t>& tops) {
+  std::vector<int32_t> ck = tops;
+  ck.push_back(parent);
+  if (auto it = group_cls_.find(ck); it != group_cls_.end()) return *it->second;
+  const Frames f = group_frames(parent, tops);
+  const std::string key = frames_key(f, TokenVocab::kShortBytes + 1);
+  std::shared_ptr<const TokenVocab::Classification> cls = vocab_->find_classification(key);
+  if (!cls) {
+    cls = counted_classification(f);
+    if (!cls) cls = walk_classification(start_set(f, kNoFrame, nullptr));
+    cls = vocab_->keep_classification(key, std::move(cls));
+  }
+  return *group_cls_.emplace(std::move(ck), std::move(cls)).first->second;
+}
+
+std::shared_ptr<const TokenVocab::Classification> Automaton::walk_classification(int32_t start) {
   auto c = std::make_shared<TokenVocab::Classification>();
   c->accepted.assign(size_t((vocab_->size() + 31) / 32), 0u);
   const TokenVocab::Node* trie = vocab_->trie().data();
@@ -589,12 +630,12 @@ std::pair<int32_t, int32_t> Automaton::synthetic(int32_t inner, int32_t K) {
   return synthetic_[{inner, K}] = {body, chain};
 }
 
-Automaton::CountedFrame Automaton::counted_frame(const std::vector<int32_t>& frames) {
+Automaton::CountedFrame Automaton::counted_frame(const Frames& fr) {
   // The topmost frame standing in a counted body (a return point stands for the element
-  // before it), with at least two repetitions to tell apart.
+  // before it), with at least two repetitions to tell apart; the top only when alone.
   CountedFrame f;
-  for (size_t fi = 0; fi < frames.size(); ++fi) {
-    const int32_t cur = frames[fi] - (fi > 0 ? 1 : 0);
+  for (size_t fi = fr.tops.size() == 1 ? 0 : 1; fi <= fr.lower.size(); ++fi) {
+    const int32_t cur = fi == 0 ? fr.tops[0] : fr.lower[fi - 1] - 1;
     if (cur < 0 || untag(cur) != cur) continue;
     const int32_t r = flat_rule_[size_t(cur)];
     if (r < 0 || size_t(r) >= g_->rules().size()) continue;
@@ -614,24 +655,21 @@ Automaton::CountedFrame Automaton::counted_frame(const std::vector<int32_t>& fra
   return f;
 }
 
-std::shared_ptr<const TokenVocab::Classification> Automaton::counted_classification(const std::vector<int32_t>& frames,
-                                                                                    int32_t bottom) {
+std::shared_ptr<const TokenVocab::Classification> Automaton::counted_classification(const Frames& fr) {
   // A short token uses at most kShortBytes + 1 repetitions: syn_K with K = that stands
   // for every count.
-  const CountedFrame f = counted_frame(frames);
+  const CountedFrame f = counted_frame(fr);
   if (f.inner < 0) return nullptr;
   constexpr int32_t K = TokenVocab::kShortBytes + 1;
-  const auto [body, chain_id] = synthetic(f.inner, K);
-  std::vector<int32_t> canon = frames;
-  canon[f.fi] = body + f.offset;
+  const Frames canon = canonical(fr, f, K);
   std::string ckey = "K";
   ckey += char('0' + f.fi);
-  ckey += frames_key(canon, bottom, TokenVocab::kShortBytes + 1);
+  ckey += frames_key(canon, TokenVocab::kShortBytes + 1);
   std::shared_ptr<const TokenVocab::CountedClassification> cc = vocab_->find_counted(ckey);
   if (!cc) {
     int32_t p0;
-    const int32_t start = set_id({counted_chain(canon, bottom, f.fi, &p0)});
-    cc = vocab_->keep_counted(ckey, walk_counted(start, p0, chain_id, K));
+    const int32_t start = start_set(canon, f.fi, &p0);
+    cc = vocab_->keep_counted(ckey, walk_counted(start, p0, synthetic(f.inner, K).second, K));
   }
   if (cc->K == 0) return nullptr;
   const int32_t a = std::min(f.a, K + 1), b = f.b < 0 ? K : std::min(f.b, K);
@@ -647,20 +685,12 @@ std::shared_ptr<const TokenVocab::Classification> Automaton::counted_classificat
   return c;
 }
 
-int32_t Automaton::counted_chain(const std::vector<int32_t>& frames, int32_t bottom, size_t fi, int32_t* p0) {
-  // P0 is a tagged copy of the frames below the counted one: the same grammar positions
-  // under another identity, so that a later repetition of the same chain entered from the
-  // same return point (a list of counted items) is told apart from this one.
-  int32_t chain = bottom;
-  *p0 = bottom;
-  for (size_t i = frames.size(); i-- > 0;) {
-    if (i == fi) {
-      if (chain >= 0) chain = intern(nodes_[size_t(chain)].pos | kTag, nodes_[size_t(chain)].parent);
-      *p0 = chain;
-    }
-    chain = intern(frames[i], chain);
-  }
-  return chain;
+Automaton::Frames Automaton::canonical(const Frames& fr, const CountedFrame& f, int32_t K) {
+  Frames c = fr;
+  const int32_t pos = synthetic(f.inner, K).first + f.offset;
+  if (f.fi == 0) c.tops = {pos};
+  else c.lower[f.fi - 1] = pos;
+  return c;
 }
 
 // A walk of a trie (TokenVocab::Node or LongNode) from `start` down to max_depth, calling
@@ -802,24 +832,19 @@ std::shared_ptr<const TokenVocab::CountedClassification> Automaton::walk_counted
   return out;
 }
 
-Automaton::LongUse Automaton::long_class(int32_t node) {
-  if (auto it = node_long_.find(node); it != node_long_.end()) return it->second;
-  std::vector<int32_t> frames;
-  int32_t at = node;
-  while (at >= 0 && int(frames.size()) < kFrames) {
-    frames.push_back(nodes_[size_t(at)].pos);
-    at = nodes_[size_t(at)].parent;
-  }
-  const int32_t bottom = at == kAccept ? kAccept : kEscape;
+Automaton::LongUse Automaton::long_class(int32_t parent, const std::vector<int32_t>& tops) {
+  std::vector<int32_t> ck = tops;
+  ck.push_back(parent);
+  if (auto it = group_long_.find(ck); it != group_long_.end()) return it->second;
+  const Frames fr = group_frames(parent, tops);
   const TokenVocab& v = *vocab_;
   const size_t n_long = v.long_token_ids().size();
-  auto walk = [&](int32_t chain, CountWalk* w) -> std::shared_ptr<LongClass> {
+  auto walk = [&](int32_t start, CountWalk* w) -> std::shared_ptr<LongClass> {
     auto lc = std::make_shared<LongClass>();
     lc->inside.assign(n_long, kNever);
     lc->exit.assign(n_long, kNever);
     lc->esc_lo.assign(n_long, kNever);
     lc->esc_hi.assign(n_long, 0);
-    const int32_t start = set_id({chain});
     std::vector<std::pair<int32_t, int16_t>> escapes;  // (long trie node, count)
     const bool ok = walk_trie(v.long_trie().data(), start, 1 << 20, w,
                               [&](int32_t ch, const TokenVocab::LongNode& cn, int32_t to, int32_t inside, int32_t outside) {
@@ -856,36 +881,30 @@ Automaton::LongUse Automaton::long_class(int32_t node) {
   // bytes uses at most L + 1 repetitions); an empty class marks one that cannot be split.
   const int32_t budget = TokenVocab::kLongBytes + 1;
   LongUse use;
-  const CountedFrame f = counted_frame(frames);
+  const CountedFrame f = counted_frame(fr);
   if (f.inner >= 0) {
     const int32_t K = budget;
-    const auto [body, chain_id] = synthetic(f.inner, K);
-    std::vector<int32_t> canon = frames;
-    canon[f.fi] = body + f.offset;
+    const Frames canon = canonical(fr, f, K);
     std::string key = "K";
     key += char('0' + f.fi);
-    key += frames_key(canon, bottom, budget);
+    key += frames_key(canon, budget);
     std::shared_ptr<const LongClass> lc = v.find_long(key);
     if (!lc) {
       CountWalk w;
-      w.chain = chain_id;
+      w.chain = synthetic(f.inner, K).second;
       w.K = K;
-      std::shared_ptr<const LongClass> made = walk(counted_chain(canon, bottom, f.fi, &w.p0), &w);
+      std::shared_ptr<const LongClass> made = walk(start_set(canon, f.fi, &w.p0), &w);
       lc = v.keep_long(key, made ? made : std::make_shared<const LongClass>());
     }
     if (!lc->inside.empty()) use = {lc, std::min(f.a, K + 1), f.b < 0 ? K : std::min(f.b, K)};
   }
   if (!use.c) {
-    const std::string key = "P" + frames_key(frames, bottom, budget);
+    const std::string key = "P" + frames_key(fr, budget);
     std::shared_ptr<const LongClass> lc = v.find_long(key);
-    if (!lc) {
-      int32_t chain = bottom;
-      for (size_t i = frames.size(); i-- > 0;) chain = intern(frames[i], chain);
-      lc = v.keep_long(key, walk(chain, nullptr));
-    }
+    if (!lc) lc = v.keep_long(key, walk(start_set(fr, kNoFrame, nullptr), nullptr));
     use = {lc, 1, 1};
   }
-  return node_long_[node] = use;
+  return group_long_[std::move(ck)] = use;
 }
 
 int32_t Automaton::escape_set(int32_t node) {
@@ -903,13 +922,32 @@ int32_t Automaton::escape_set(int32_t node) {
 }
 
 bool Automaton::fill_mask_classified(int32_t state, uint32_t* m) {
-  const std::vector<int32_t> configs = sets_[size_t(state)];  // a copy: sets_ grows below
+  // Configurations that share their parent are classified together (a JSON string's
+  // character alternatives, say): one key, one classification.
+  struct Group {
+    int32_t parent, first;  // a configuration of the group
+    std::vector<int32_t> tops;
+  };
+  std::vector<Group> groups;
+  {
+    std::vector<std::pair<int32_t, int32_t>> by_parent;  // (parent, configuration)
+    for (int32_t c : sets_[size_t(state)])
+      if (c >= 0) by_parent.push_back({nodes_[size_t(c)].parent, c});
+    std::sort(by_parent.begin(), by_parent.end());
+    for (size_t i = 0; i < by_parent.size(); ++i) {
+      if (i == 0 || by_parent[i].first != by_parent[i - 1].first) groups.push_back({by_parent[i].first, by_parent[i].second, {}});
+      groups.back().tops.push_back(nodes_[size_t(by_parent[i].second)].pos);
+    }
+    for (Group& g : groups) {
+      std::sort(g.tops.begin(), g.tops.end());
+      g.tops.erase(std::unique(g.tops.begin(), g.tops.end()), g.tops.end());
+    }
+  }
   const size_t words = size_t((vocab_->size() + 31) / 32);
   std::vector<std::pair<int32_t, const TokenVocab::Classification*>> cls;
-  for (int32_t c : configs) {
-    if (c < 0) continue;
-    const TokenVocab::Classification& x = classification(c);
-    cls.push_back({c, &x});
+  for (const Group& g : groups) {
+    const TokenVocab::Classification& x = classification(g.parent, g.tops);
+    cls.push_back({g.first, &x});
     for (size_t w = 0; w < words; ++w) m[w] |= x.accepted[w];
   }
   // Tokens that leave a configuration's frames mid-token: only those whose next byte the
@@ -943,9 +981,8 @@ bool Automaton::fill_mask_classified(int32_t state, uint32_t* m) {
   {
     const std::vector<int32_t>& ids = vocab_->long_token_ids();
     long_cand_.assign(ids.size(), 0);
-    for (int32_t c : configs) {
-      if (c < 0) continue;
-      const LongUse u = long_class(c);
+    for (const Group& g : groups) {
+      const LongUse u = long_class(g.parent, g.tops);
       const LongClass& lc = *u.c;
       for (size_t i = 0; i < ids.size(); ++i) {
         if (lc.inside[i] <= u.b || (lc.exit[i] >= u.a && lc.exit[i] <= u.b)) m[ids[i] / 32] |= 1u << (ids[i] % 32);

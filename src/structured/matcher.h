@@ -186,7 +186,7 @@ class Automaton {
   static constexpr int32_t kAccept = -1;  // the empty stack
   static constexpr int32_t kEscape = -2;  // below a classification's top frames
   static constexpr int kFrames = 3;       // frames a classification looks at
-  static constexpr int kNarrow = 48;      // sets with at most this many first bytes walk the trie
+  static constexpr int kNarrow = 24;      // sets with at most this many first bytes walk the trie
   // A position with kTag set is the same grammar position under another identity (see
   // walk_trie); untag() gives the position.
   static constexpr int32_t kTag = 1 << 30;
@@ -215,11 +215,19 @@ class Automaton {
   // The set a configuration continues in once its top kFrames frames are complete (-1:
   // the document's end lies within them).
   int32_t escape_set(int32_t node);
-  const TokenVocab::Classification& classification(int32_t node);
-  // The trie walk of a classification: what `frames` (positions, top first) accept above
-  // `bottom` (kAccept or kEscape).
-  std::shared_ptr<const TokenVocab::Classification> walk_classification(const std::vector<int32_t>& frames,
-                                                                         int32_t bottom);
+  // The frames a classification looks at, for configurations sharing a parent: their
+  // top positions (sorted), the parent's kFrames - 1 frames, then kAccept or kEscape.
+  struct Frames {
+    std::vector<int32_t> tops, lower;
+    int32_t bottom = kEscape;
+  };
+  Frames group_frames(int32_t parent, const std::vector<int32_t>& tops);
+  // The set of the frames' configurations (see walk_trie for fi and P0; kNoFrame: none).
+  static constexpr size_t kNoFrame = size_t(-1);
+  int32_t start_set(const Frames& f, size_t fi, int32_t* p0);
+  const TokenVocab::Classification& classification(int32_t parent, const std::vector<int32_t>& tops);
+  // The trie walk of a classification from a set of frames-only configurations.
+  std::shared_ptr<const TokenVocab::Classification> walk_classification(int32_t start);
   // Counted repetitions. A rule counts its inner X when its body (its one non-empty
   // alternative) is X repeated m >= 1 times, then optionally a reference to an optional
   // counted rule of the same X (tail: its slots) or to a star of X (X*: unbounded); an
@@ -232,26 +240,24 @@ class Automaton {
     bool optional = false, star = false;  // star: X* itself (a tail only)
   };
   struct CountedFrame {
-    size_t fi = 0;        // which frame
+    size_t fi = 0;        // which frame (0: the single top; i: lower[i - 1])
     int32_t inner = -1;   // -1: none
     int32_t offset = 0;   // the frame's position within the inner (return points: + 1)
     int32_t a = 0, b = 0;  // b -1: unbounded
   };
-  CountedFrame counted_frame(const std::vector<int32_t>& frames);
+  CountedFrame counted_frame(const Frames& frames);
+  // The frames with the counted one moved to syn_K.
+  Frames canonical(const Frames& frames, const CountedFrame& f, int32_t K);
   // The synthetic chain syn_K ::= X syn_(K-1) | () (down to syn_1 ::= X | ()) standing
   // for every count of inner X up to K: the flat position where syn_K's body starts, and
   // its chain id (syn_chain_ of its rules).
   std::pair<int32_t, int32_t> synthetic(int32_t inner, int32_t K);
   // For frames inside a counted repetition: the classification cut from the one of the
   // synthetic chain (nullptr when the frames hold none, or that walk cannot be split).
-  std::shared_ptr<const TokenVocab::Classification> counted_classification(const std::vector<int32_t>& frames,
-                                                                           int32_t bottom);
+  std::shared_ptr<const TokenVocab::Classification> counted_classification(const Frames& frames);
   std::shared_ptr<const TokenVocab::CountedClassification> walk_counted(int32_t start, int32_t p0, int32_t chain_id,
                                                                        int32_t K);
   int32_t single(int32_t config);  // the set of one configuration
-  // The chain of `frames` over `bottom`, the frames below frames[fi] given a tagged
-  // identity (*p0: that copy; see walk_trie).
-  int32_t counted_chain(const std::vector<int32_t>& frames, int32_t bottom, size_t fi, int32_t* p0);
   struct CountWalk {
     int32_t p0 = -1, chain = -1, K = 1;
     std::unordered_map<int32_t, std::vector<std::pair<int32_t, int32_t>>> info;  // set -> (configuration, used)
@@ -268,10 +274,10 @@ class Automaton {
     std::shared_ptr<const LongClass> c;
     int32_t a = 1, b = 1;
   };
-  LongUse long_class(int32_t node);
+  LongUse long_class(int32_t parent, const std::vector<int32_t>& tops);
   // A canonical key of what the frames accept in their first `budget` bytes (equal keys:
   // equal classifications, across grammars): the fragment ids of the frames (seq_id).
-  std::string frames_key(const std::vector<int32_t>& frames, int32_t bottom, int32_t budget);
+  std::string frames_key(const Frames& frames, int32_t budget);
   int64_t seq_id(int32_t pos, int32_t budget);
   int64_t frag_id(int32_t rule, int32_t budget);
 
@@ -310,7 +316,8 @@ class Automaton {
   // Masks of recently seen sets (a set's mask never changes): kMaskCache at most.
   static constexpr size_t kMaskCache = 64;  // ~1 MiB at 129k tokens
   std::unordered_map<int32_t, std::vector<uint32_t>> masks_;
-  std::unordered_map<int32_t, std::shared_ptr<const TokenVocab::Classification>> node_cls_;
+  // By (tops..., parent): a group's classification and long tokens' class.
+  std::unordered_map<std::vector<int32_t>, std::shared_ptr<const TokenVocab::Classification>, VecHash> group_cls_;
   std::unordered_map<int32_t, int32_t> escape_set_;                 // by node
   std::unordered_map<int32_t, std::vector<uint8_t>> first_bytes_;   // by set
   std::vector<std::tuple<int32_t, int32_t, bool, int>> cwalk_;  // classification walk
@@ -325,9 +332,11 @@ class Automaton {
   std::vector<int32_t> syn_chain_, syn_index_;   // per rule: its synthetic chain and k (-1: none)
   std::map<std::pair<int32_t, int32_t>, std::pair<int32_t, int32_t>> synthetic_;  // (inner, K) -> synthetic()
   std::unordered_map<int32_t, int32_t> single_;  // configuration -> its singleton set
+  std::vector<std::vector<int32_t>> succ_;       // per configuration: what follows its byte (step)
+  std::vector<uint8_t> succ_known_;
   std::unordered_map<uint64_t, int64_t> seq_memo_, frag_memo_;  // (position or rule, budget) -> id
   uint64_t memo_gen_ = 0;
-  std::unordered_map<int32_t, LongUse> node_long_;  // by configuration
+  std::unordered_map<std::vector<int32_t>, LongUse, VecHash> group_long_;
   std::vector<uint8_t> long_cand_;  // scratch: long tokens to check from the whole set
   // Bytes no byte set tells apart share a class (ids 0..255).
   std::array<uint8_t, 256> byte_class_{};
