@@ -28,7 +28,9 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
     size_t i = lo;
     trie_[size_t(at)].first_token = int32_t(trie_tokens_.size());
     while (i < hi && bytes_[size_t(ids[i])].size() == depth) trie_tokens_.push_back(ids[i++]);
-    trie_[size_t(at)].n_tokens = int32_t(trie_tokens_.size()) - trie_[size_t(at)].first_token;
+    if (trie_tokens_.size() - size_t(trie_[size_t(at)].first_token) > 255)
+      fail("grammar vocabulary: more than 255 tokens with the same bytes");
+    trie_[size_t(at)].n_tokens = uint8_t(trie_tokens_.size() - size_t(trie_[size_t(at)].first_token));
     std::vector<std::pair<size_t, size_t>> groups;
     while (i < hi) {
       const unsigned char c = (unsigned char)bytes_[size_t(ids[i])][depth];
@@ -39,57 +41,65 @@ TokenVocab::TokenVocab(std::vector<std::string> token_bytes, std::vector<int32_t
     }
     const int32_t first = int32_t(trie_.size());
     trie_[size_t(at)].first_child = first;
-    trie_[size_t(at)].n_children = int32_t(groups.size());
+    trie_[size_t(at)].n_children = uint16_t(groups.size());
     for (auto [a, b] : groups) {
       Node n;
       n.byte = (unsigned char)bytes_[size_t(ids[a])][depth];
       trie_.push_back(n);
     }
     for (size_t g = 0; g < groups.size(); ++g) build(first + int32_t(g), groups[g].first, groups[g].second, depth + 1);
-    trie_[size_t(at)].subtree_end = int32_t(trie_tokens_.size());
+    if (subtree_end_.size() < trie_.size()) subtree_end_.resize(trie_.size(), 0);
+    subtree_end_[size_t(at)] = int32_t(trie_tokens_.size());
   };
   build(0, 0, ids.size(), 0);
-  // The long tokens' sub-trie: the trie nodes with a long token in their subtree.
-  std::vector<uint8_t> has_long(trie_.size(), 0);
-  std::function<bool(int32_t, size_t)> mark = [&](int32_t at, size_t depth) {
-    const Node& n = trie_[size_t(at)];
-    bool any = depth > size_t(kShortBytes) && depth <= size_t(kLongBytes) && n.n_tokens > 0;
-    for (int32_t c = n.first_child; c < n.first_child + n.n_children; ++c) any = mark(c, depth + 1) || any;
-    has_long[size_t(at)] = any;
-    return any;
+  subtree_end_.resize(trie_.size(), 0);
+  below_.assign(trie_.size(), {});
+  for (size_t n = trie_.size(); n-- > 0;)  // children come after their parent
+    for (int32_t c = trie_[n].first_child; c < trie_[n].first_child + trie_[n].n_children; ++c) {
+      const uint8_t b = trie_[size_t(c)].byte;
+      below_[n][b / 64] |= uint64_t(1) << (b % 64);
+      for (int w = 0; w < 4; ++w) below_[n][size_t(w)] |= below_[size_t(c)][size_t(w)];
+    }
+  len_.resize(bytes_.size());
+  for (size_t t = 0; t < bytes_.size(); ++t) len_[t] = uint8_t(std::min<size_t>(bytes_[t].size(), 255));
+  // Sub-tries of the tokens in a range of lengths (lo, hi]: the trie nodes with such a
+  // token in their subtree, laid out like the trie.
+  auto sub_trie = [&](size_t lo, size_t hi, std::vector<LongNode>* out, std::vector<int32_t>* out_ids) {
+    std::vector<uint8_t> has(trie_.size(), 0);
+    std::function<bool(int32_t, size_t)> mark = [&](int32_t at, size_t depth) {
+      const Node& n = trie_[size_t(at)];
+      bool any = depth > lo && depth <= hi && n.n_tokens > 0;
+      for (int32_t c = n.first_child; c < n.first_child + n.n_children; ++c) any = mark(c, depth + 1) || any;
+      has[size_t(at)] = any;
+      return any;
+    };
+    mark(0, 0);
+    out->push_back({});
+    std::function<void(int32_t, int32_t, size_t)> copy = [&](int32_t at, int32_t to, size_t depth) {
+      const Node& n = trie_[size_t(at)];
+      (*out)[size_t(to)].first_token = int32_t(out_ids->size());
+      if (depth > lo && depth <= hi) {
+        for (int32_t t = n.first_token; t < n.first_token + n.n_tokens; ++t) out_ids->push_back(trie_tokens_[size_t(t)]);
+        (*out)[size_t(to)].n_tokens = n.n_tokens;
+      }
+      std::vector<int32_t> kids;
+      for (int32_t c = n.first_child; c < n.first_child + n.n_children; ++c)
+        if (has[size_t(c)]) kids.push_back(c);
+      const int32_t first = int32_t(out->size());
+      (*out)[size_t(to)].first_child = first;
+      (*out)[size_t(to)].n_children = int32_t(kids.size());
+      for (int32_t c : kids) {
+        LongNode l;
+        l.byte = trie_[size_t(c)].byte;
+        out->push_back(l);
+      }
+      for (size_t k = 0; k < kids.size(); ++k) copy(kids[k], first + int32_t(k), depth + 1);
+      (*out)[size_t(to)].subtree_end = int32_t(out_ids->size());
+    };
+    if (has[0]) copy(0, 0, 0);
   };
-  mark(0, 0);
-  long_trie_.push_back({});
-  std::function<void(int32_t, int32_t, size_t)> copy = [&](int32_t at, int32_t to, size_t depth) {
-    const Node& n = trie_[size_t(at)];
-    long_trie_[size_t(to)].first_token = int32_t(long_ids_.size());
-    if (depth > size_t(kShortBytes) && depth <= size_t(kLongBytes)) {
-      for (int32_t t = n.first_token; t < n.first_token + n.n_tokens; ++t) long_ids_.push_back(trie_tokens_[size_t(t)]);
-      long_trie_[size_t(to)].n_tokens = n.n_tokens;
-    }
-    std::vector<int32_t> kids;
-    for (int32_t c = n.first_child; c < n.first_child + n.n_children; ++c)
-      if (has_long[size_t(c)]) kids.push_back(c);
-    const int32_t first = int32_t(long_trie_.size());
-    long_trie_[size_t(to)].first_child = first;
-    long_trie_[size_t(to)].n_children = int32_t(kids.size());
-    for (int32_t c : kids) {
-      LongNode l;
-      l.byte = trie_[size_t(c)].byte;
-      long_trie_.push_back(l);
-    }
-    for (size_t k = 0; k < kids.size(); ++k) copy(kids[k], first + int32_t(k), depth + 1);
-    long_trie_[size_t(to)].subtree_end = int32_t(long_ids_.size());
-  };
-  if (has_long[0]) copy(0, 0, 0);
-  // The longest: walked one by one, their bytes back to back.
-  longest_off_.push_back(0);
-  for (int32_t t : ids)
-    if (bytes_[size_t(t)].size() > size_t(kLongBytes)) {
-      longest_ids_.push_back(t);
-      longest_bytes_ += bytes_[size_t(t)];
-      longest_off_.push_back(int32_t(longest_bytes_.size()));
-    }
+  sub_trie(size_t(kShortBytes), size_t(kLongBytes), &long_trie_, &long_ids_);
+  sub_trie(size_t(kLongBytes), size_t(1) << 30, &longest_trie_, &longest_ids_);
   index_occurrences();
 }
 
@@ -206,6 +216,10 @@ Automaton::Automaton(std::shared_ptr<const Grammar> grammar, std::shared_ptr<con
       byte_class_[size_t(b)] = uint8_t(it->second);
     }
     n_classes_ = int32_t(class_bytes_.size());
+    class_mask_.assign(g_->sets().size(), {});
+    for (size_t i = 0; i < class_mask_.size(); ++i)
+      for (int32_t k = 0; k < n_classes_; ++k)
+        if (g_->sets()[i][class_bytes_[size_t(k)][0]]) class_mask_[i][size_t(k) / 64] |= uint64_t(1) << (k % 64);
   }
   std::vector<int32_t> start;
   expand(top, kAccept, &start);
@@ -359,17 +373,54 @@ int32_t Automaton::set_id(const std::vector<int32_t>& s) {
 int32_t Automaton::learn(int32_t set, uint8_t b) {
   step(sets_[size_t(set)], b, &scratch_);  // (step leaves sets_ alone; set_id below may grow it)
   const int32_t id = scratch_.empty() ? -1 : set_id(scratch_);
-  trans_[size_t(set) * size_t(n_classes_) + byte_class_[b]] = id;
+  // The step depends only on which configurations take the byte: every byte class that
+  // this set's configurations take or refuse alike goes the same way. (Not for the plain
+  // walk tests compare with: there each class is learnt on its own.)
+  const size_t row = size_t(set) * size_t(n_classes_);
+  if (reference_) {
+    trans_[row + byte_class_[b]] = id;
+    return id;
+  }
+  std::array<uint64_t, 4> same;
+  same.fill(~uint64_t(0));
+  const uint8_t mine = byte_class_[b];
+  for (int32_t c : sets_[size_t(set)]) {
+    if (c < 0) continue;
+    const auto& cm = class_mask_[size_t(flat_[size_t(untag(nodes_[size_t(c)].pos))].id)];
+    const bool takes = (cm[mine / 64] >> (mine % 64)) & 1u;
+    for (int w = 0; w < 4; ++w) same[size_t(w)] &= takes ? cm[size_t(w)] : ~cm[size_t(w)];
+  }
+  for (int w = 0; w < 4; ++w)
+    for (uint64_t bits = same[size_t(w)]; bits; bits &= bits - 1) {
+      const int32_t k = w * 64 + __builtin_ctzll(bits);
+      if (k < n_classes_ && trans_[row + size_t(k)] == -2) trans_[row + size_t(k)] = id;
+    }
+  trans_[row + byte_class_[b]] = id;
   return id;
 }
 
 int32_t Automaton::intern(int32_t pos, int32_t parent) {
-  const NodeKey k{pos, parent};
-  auto it = node_ids_.find(k);
-  if (it != node_ids_.end()) return it->second;
+  // Open addressing (linear probing, at most half full): interning is most of what
+  // learning a transition costs.
+  if ((nodes_.size() + 1) * 2 > node_slots_.size()) {
+    std::vector<int32_t> slots(std::max<size_t>(4096, node_slots_.size() * 2), -1);
+    for (size_t id = 0; id < nodes_.size(); ++id) {
+      size_t h = node_hash(nodes_[id].pos, nodes_[id].parent) & (slots.size() - 1);
+      while (slots[h] >= 0) h = (h + 1) & (slots.size() - 1);
+      slots[h] = int32_t(id);
+    }
+    node_slots_.swap(slots);
+  }
+  const size_t mask = node_slots_.size() - 1;
+  size_t h = node_hash(pos, parent) & mask;
+  for (;; h = (h + 1) & mask) {
+    const int32_t id = node_slots_[h];
+    if (id < 0) break;
+    if (nodes_[size_t(id)].pos == pos && nodes_[size_t(id)].parent == parent) return id;
+  }
   const int32_t id = int32_t(nodes_.size());
-  nodes_.push_back(k);
-  node_ids_.emplace(k, id);
+  nodes_.push_back({pos, parent});
+  node_slots_[h] = id;
   return id;
 }
 
@@ -438,11 +489,7 @@ bool Automaton::can_end(int32_t set) const {
   return false;
 }
 
-namespace {
-std::atomic<bool> g_classify{true};
-}
 
-void Automaton::set_classify(bool on) { g_classify = on; }
 
 int64_t Automaton::seq_id(int32_t pos, int32_t budget) {
   // The elements from `pos` to the end of its alternative, unrolled within `budget` bytes:
@@ -510,6 +557,16 @@ std::string Automaton::frames_key(const Frames& f, int32_t budget) {
   return key;
 }
 
+const std::array<uint64_t, 4>& Automaton::loop_bytes(int32_t set) {
+  auto it = loop_bytes_.find(set);
+  if (it != loop_bytes_.end()) return it->second;
+  std::array<uint64_t, 4> m{};
+  for (int32_t k = 0; k < n_classes_; ++k)
+    if (next(set, class_bytes_[size_t(k)][0]) == set)
+      for (uint8_t b : class_bytes_[size_t(k)]) m[b / 64] |= uint64_t(1) << (b % 64);
+  return loop_bytes_[set] = m;
+}
+
 Automaton::Frames Automaton::group_frames(int32_t parent, const std::vector<int32_t>& tops) {
   Frames f;
   f.tops = tops;
@@ -560,26 +617,48 @@ const TokenVocab::Classification& Automaton::classification(int32_t parent, cons
 std::shared_ptr<const TokenVocab::Classification> Automaton::walk_classification(int32_t start) {
   auto c = std::make_shared<TokenVocab::Classification>();
   c->accepted.assign(size_t((vocab_->size() + 31) / 32), 0u);
+  uint32_t* acc = c->accepted.data();
   const TokenVocab::Node* trie = vocab_->trie().data();
   const int32_t* toks = vocab_->token_ids().data();
-  cwalk_.clear();
-  cwalk_.push_back({0, start, false, 0});
-  while (!cwalk_.empty()) {
-    const auto [tn, from, unused, depth] = cwalk_.back();
-    cwalk_.pop_back();
-    const TokenVocab::Node& n = trie[tn];
-    for (int32_t ch = n.first_child + n.n_children - 1; ch >= n.first_child; --ch) {  // backwards: the stack then takes the subtrees in memory order
+  struct Item {
+    int32_t tn, from, depth;
+  };
+  std::vector<Item> stack = {{0, start, 0}};
+  while (!stack.empty()) {
+    const Item it = stack.back();
+    stack.pop_back();
+    const TokenVocab::Node& n = trie[it.tn];
+    const int32_t* row = trans_.data() + size_t(it.from) * size_t(n_classes_);  // (learn() may move it)
+    // Backwards: the stack then takes the subtrees in memory order.
+    for (int32_t ch = n.first_child + n.n_children - 1; ch >= n.first_child; --ch) {
       const TokenVocab::Node& cn = trie[ch];
-      const int32_t to = next(from, cn.byte);
+      int32_t to = row[byte_class_[cn.byte]];
+      if (to == -2) {
+        to = learn(it.from, cn.byte);
+        row = trans_.data() + size_t(it.from) * size_t(n_classes_);
+      }
       if (to < 0) continue;
-      for (int32_t t = cn.first_token, te = cn.first_token + cn.n_tokens; t < te; ++t)
-        c->accepted[size_t(toks[t]) / 32] |= 1u << (toks[t] % 32);
+      // A subtree whose bytes all keep the set as it is (a string's plain characters, say)
+      // is accepted whole: its short tokens are marked without walking it.
+      if (to == it.from && cn.n_children && !set_escapes_[size_t(to)]) {
+        const auto& loop = loop_bytes(to);
+        const auto& below = vocab_->below(ch);
+        if ((below[0] & ~loop[0]) == 0 && (below[1] & ~loop[1]) == 0 && (below[2] & ~loop[2]) == 0 &&
+            (below[3] & ~loop[3]) == 0) {
+          for (int32_t t = cn.first_token, te = vocab_->subtree_end(ch); t < te; ++t)
+            if (vocab_->length(toks[t]) <= TokenVocab::kShortBytes) acc[toks[t] / 32] |= 1u << (toks[t] % 32);
+          row = trans_.data() + size_t(it.from) * size_t(n_classes_);
+          continue;
+        }
+        row = trans_.data() + size_t(it.from) * size_t(n_classes_);
+      }
+      for (int32_t t = cn.first_token, te = cn.first_token + cn.n_tokens; t < te; ++t) acc[toks[t] / 32] |= 1u << (toks[t] % 32);
       if (set_escapes_[size_t(to)]) {  // the frames may be done here
         if (c->escape.empty()) c->escape.assign((vocab_->trie().size() + 63) / 64, 0);
         c->escape[size_t(ch) / 64] |= uint64_t(1) << (ch % 64);
       }
       // Past kShortBytes only long tokens remain: fill_mask_classified checks those.
-      if (cn.n_children && depth + 1 < TokenVocab::kShortBytes) cwalk_.push_back({ch, to, false, depth + 1});
+      if (cn.n_children && it.depth + 1 < TokenVocab::kShortBytes) stack.push_back({ch, to, it.depth + 1});
     }
   }
   return c;
@@ -1000,10 +1079,24 @@ bool Automaton::fill_mask_classified(int32_t state, uint32_t* m) {
         const std::string& b = vocab_->bytes(ids[i]);
         walk_token(ids[i], reinterpret_cast<const unsigned char*>(b.data()), reinterpret_cast<const unsigned char*>(b.data()) + b.size());
       }
-    const std::vector<int32_t>& longest = vocab_->longest_token_ids();
-    const unsigned char* lb = reinterpret_cast<const unsigned char*>(vocab_->longest_bytes().data());
-    const int32_t* off = vocab_->longest_offsets().data();
-    for (size_t i = 0; i < longest.size(); ++i) walk_token(longest[i], lb + off[i], lb + off[i + 1]);
+    // The longest: their own trie, walked from the set (shared prefixes once).
+    const TokenVocab::LongNode* lt = vocab_->longest_trie().data();
+    const int32_t* lids = vocab_->longest_token_ids().data();
+    if (!vocab_->longest_trie().empty()) {
+      walk_.clear();
+      walk_.push_back({0, state});
+      while (!walk_.empty()) {
+        const auto [node, from] = walk_.back();
+        walk_.pop_back();
+        const TokenVocab::LongNode& n = lt[node];
+        for (int32_t c = n.first_child + n.n_children - 1; c >= n.first_child; --c) {
+          const int32_t to = next(from, lt[c].byte);
+          if (to < 0) continue;
+          for (int32_t t = lt[c].first_token; t < lt[c].first_token + lt[c].n_tokens; ++t) m[lids[t] / 32] |= 1u << (lids[t] % 32);
+          if (lt[c].n_children) walk_.push_back({c, to});
+        }
+      }
+    }
   }
   return true;
 }
@@ -1025,7 +1118,7 @@ void Automaton::fill_mask(int32_t state, std::span<uint32_t> mask) {
   // A set that many bytes continue (inside a string, say) would walk most of the trie:
   // its configurations' classifications give the mask instead.
   int wide = 0;
-  if (g_classify)
+  if (!reference_)
     for (int32_t c = trie[0].first_child; c < trie[0].first_child + trie[0].n_children; ++c)
       wide += next(state, trie[c].byte) >= 0;
   if (wide <= kNarrow || !fill_mask_classified(state, m)) {

@@ -61,19 +61,26 @@ class TokenVocab {
   bool is_eos(int32_t id) const;
 
   // The trie over the non-empty tokens: node 0 is the root; children sorted by byte.
-  struct Node {
-    int32_t first_child = -1, n_children = 0;
+  struct Node {  // 12 bytes: walks are bound by fetching them
+    int32_t first_child = -1;
+    int32_t first_token = -1;  // into token_ids(): tokens ending here
+    uint16_t n_children = 0;
     uint8_t byte = 0;
-    int32_t first_token = -1, n_tokens = 0;  // into token_ids(): tokens ending here
-    int32_t subtree_end = -1;                // token_ids() [first_token, subtree_end): the subtree's
+    uint8_t n_tokens = 0;
   };
   const std::vector<Node>& trie() const { return trie_; }
+  // Per trie node: token_ids() [first_token, subtree_end(node)) are its subtree's tokens,
+  // and below(node) the bytes its descendants add (bit b of word b / 64).
+  int32_t subtree_end(int32_t node) const { return subtree_end_[size_t(node)]; }
+  const std::array<uint64_t, 4>& below(int32_t node) const { return below_[size_t(node)]; }
+  uint8_t length(int32_t id) const { return len_[size_t(id)]; }  // bytes, capped at 255
   const std::vector<int32_t>& token_ids() const { return trie_tokens_; }
 
   // Classifications cover the tokens of at most kShortBytes bytes (99% of a 129k
   // vocabulary). Long ones (at most kLongBytes) have classes of their own (LongClass),
   // made by walking the trie's part that leads to them: long_trie()[0] is the root, each
-  // entry's children follow contiguously. The longest (64 of 129k) are checked one by one.
+  // entry's children follow contiguously. The longest (71 of 129k) are walked from the set
+  // in a trie of their own.
   static constexpr int kShortBytes = 16;
   static constexpr int kLongBytes = 32;
   struct LongNode {
@@ -84,11 +91,9 @@ class TokenVocab {
   };
   const std::vector<LongNode>& long_trie() const { return long_trie_; }
   const std::vector<int32_t>& long_token_ids() const { return long_ids_; }
-  // The longest tokens, their bytes back to back: token i is
-  // longest_bytes()[longest_offsets()[i], longest_offsets()[i + 1]).
+  // The longest tokens' trie (laid out as long_trie()).
+  const std::vector<LongNode>& longest_trie() const { return longest_trie_; }
   const std::vector<int32_t>& longest_token_ids() const { return longest_ids_; }
-  const std::string& longest_bytes() const { return longest_bytes_; }
-  const std::vector<int32_t>& longest_offsets() const { return longest_off_; }
 
   // What a configuration's top frames accept whatever lies below them (see the top of
   // this file). Kept here, by a canonical text of the frames' language, so every grammar
@@ -158,11 +163,12 @@ class TokenVocab {
   std::vector<std::string> bytes_;
   std::vector<int32_t> eos_;
   std::vector<Node> trie_;
+  std::vector<int32_t> subtree_end_;
+  std::vector<std::array<uint64_t, 4>> below_;
+  std::vector<uint8_t> len_;
   std::vector<int32_t> trie_tokens_;
-  std::vector<LongNode> long_trie_;
+  std::vector<LongNode> long_trie_, longest_trie_;
   std::vector<int32_t> long_ids_, longest_ids_;
-  std::string longest_bytes_;
-  std::vector<int32_t> longest_off_;
 };
 
 // The grammar's automaton over a vocabulary, shared by every Matcher of that grammar
@@ -179,9 +185,6 @@ class Automaton {
   struct NodeKey {
     int32_t pos, parent;
     bool operator==(const NodeKey& o) const { return pos == o.pos && parent == o.parent; }
-  };
-  struct NodeHash {
-    size_t operator()(const NodeKey& k) const { return std::hash<uint64_t>()((uint64_t(uint32_t(k.pos)) << 32) | uint32_t(k.parent)); }
   };
   static constexpr int32_t kAccept = -1;  // the empty stack
   static constexpr int32_t kEscape = -2;  // below a classification's top frames
@@ -282,12 +285,17 @@ class Automaton {
   int64_t frag_id(int32_t rule, int32_t budget);
 
  public:
-  // Tests: masks by the plain trie walk only (the classifications are checked against it).
-  static void set_classify(bool on);
+  // Tests: this automaton is the reference the others are checked against: plain trie
+  // walks only, and each byte class's transitions learnt on their own.
+  void set_reference(bool on) {
+    std::lock_guard<std::mutex> lk(mu_);
+    reference_ = on;
+  }
 
  private:
 
   std::mutex mu_;
+  bool reference_ = false;
   std::shared_ptr<const Grammar> g_;
   std::shared_ptr<const TokenVocab> vocab_;
   // The grammar flattened: each alternative's elements, then an end marker.
@@ -298,7 +306,10 @@ class Automaton {
   std::vector<Flat> flat_;
   std::vector<std::vector<int32_t>> alt_starts_;  // per rule
   std::vector<NodeKey> nodes_;
-  std::unordered_map<NodeKey, int32_t, NodeHash> node_ids_;
+  std::vector<int32_t> node_slots_;  // intern()'s hash table: node ids, -1 empty
+  static size_t node_hash(int32_t pos, int32_t parent) {
+    return size_t(((uint64_t(uint32_t(pos)) << 32) | uint32_t(parent)) * 0x9e3779b97f4a7c15ull >> 17);
+  }
   struct VecHash {
     size_t operator()(const std::vector<int32_t>& v) const {
       uint64_t h = 0x9e3779b97f4a7c15ull;
@@ -320,7 +331,6 @@ class Automaton {
   std::unordered_map<std::vector<int32_t>, std::shared_ptr<const TokenVocab::Classification>, VecHash> group_cls_;
   std::unordered_map<int32_t, int32_t> escape_set_;                 // by node
   std::unordered_map<int32_t, std::vector<uint8_t>> first_bytes_;   // by set
-  std::vector<std::tuple<int32_t, int32_t, bool, int>> cwalk_;  // classification walk
   std::vector<int32_t> min_len_;  // per rule: the fewest bytes it matches
   std::vector<int32_t> max_len_;  // per rule: the most (kUnbounded if recursive)
   std::vector<std::string> set_text_;  // per byte set: its 32 bytes, for keys
@@ -338,10 +348,14 @@ class Automaton {
   uint64_t memo_gen_ = 0;
   std::unordered_map<std::vector<int32_t>, LongUse, VecHash> group_long_;
   std::vector<uint8_t> long_cand_;  // scratch: long tokens to check from the whole set
+  // Per set (lazily, once a walk sees it go to itself): the bytes on which it stays itself.
+  std::unordered_map<int32_t, std::array<uint64_t, 4>> loop_bytes_;
+  const std::array<uint64_t, 4>& loop_bytes(int32_t set);
   // Bytes no byte set tells apart share a class (ids 0..255).
   std::array<uint8_t, 256> byte_class_{};
   std::vector<std::vector<uint8_t>> class_bytes_;  // per class: its bytes
   int32_t n_classes_ = 0;
+  std::vector<std::array<uint64_t, 4>> class_mask_;  // per byte set: the classes it holds
   static constexpr int32_t kUnbounded = 1 << 28;
 };
 

@@ -118,14 +118,13 @@ TEST(StructuredSuite, TokenMasksHoldTheDocumentsAndEqualThePlainWalk) {
     auto g = std::make_shared<const Grammar>(compile_json_schema(e.schema));
     auto a = std::make_shared<Automaton>(g, ds.vocab);
     auto b = std::make_shared<Automaton>(g, ds.vocab);  // masks by the plain walk
+    b->set_reference(true);
     for (const std::string& d : e.valid) {
       const std::vector<int32_t> ids = ds.tok->encode(d);
       Matcher m(a, 64), p(b, 64);
       for (size_t k = 0; k <= ids.size(); ++k) {
         m.fill_next_token_bitmask(fast);
-        Automaton::set_classify(false);
         p.fill_next_token_bitmask(plain);
-        Automaton::set_classify(true);
         ASSERT_EQ(fast, plain) << e.name << ": " << d << " after " << k << " tokens";
         ++checked;
         const int32_t t = k < ids.size() ? ids[k] : eos;
@@ -215,11 +214,10 @@ item ::= [a-z ]{0,12})", {"[hello world,a,,b c]", "[]"}},
     auto g = std::make_shared<const Grammar>(parse_gbnf(c.gbnf));
     auto a = std::make_shared<Automaton>(g, ds.vocab);
     auto b = std::make_shared<Automaton>(g, ds.vocab);
+    b->set_reference(true);
     auto compare = [&](Matcher& m, Matcher& p, const std::string& where) {
       m.fill_next_token_bitmask(fast);
-      Automaton::set_classify(false);
       p.fill_next_token_bitmask(plain);
-      Automaton::set_classify(true);
       ++checked;
       return fast == plain ? testing::AssertionSuccess() : testing::AssertionFailure() << c.gbnf << " " << where;
     };
