@@ -151,7 +151,7 @@ std::shared_ptr<const TokenVocab::CountedClassification> TokenVocab::keep_counte
 
 int64_t TokenVocab::fragment_id(const std::string& text) const {
   std::lock_guard<std::mutex> lk(cls_mu_);
-  if (fragments_.size() >= (size_t(1) << 18)) {
+  if (fragments_.size() >= (size_t(1) << 17)) {  // ~100 bytes each: ~13 MiB
     // Bounded: start the ids anew (a new generation, so no old id is ever taken for a new
     // one) and drop what was kept under the old ones.
     fragments_.clear();
