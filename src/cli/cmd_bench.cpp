@@ -9,13 +9,18 @@
 #include "bench/roofline.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "cli/request_json.h"
+#include "server/request_json.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gannet/engine_args.h"
 #include "io/quant_config.h"
 
 namespace gannet::cli {
+
+using server::dump_line;
+using server::output_to_json;
+using server::parse_prompt_line;
+using server::PromptLine;
 
 namespace {
 

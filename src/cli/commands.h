@@ -14,6 +14,7 @@ int cmd_bench(const Args& args);
 int cmd_generate(const Args& args);
 int cmd_info(const Args& args);
 int cmd_make_model(const Args& args);
+int cmd_serve(const Args& args);
 int cmd_tokenize(const Args& args);
 
 }  // namespace gannet::cli

@@ -44,6 +44,16 @@ inline const std::set<std::string> kSpeculativeFlags = {"speculative", "num-spec
                                                         "speculative-sampling", "ngram-min", "ngram-max"};
 void apply_speculative_flags(const Flags& f, EngineArgs& ea);
 
+// The engine flags every engine command takes (model loading, cache, scheduling,
+// speculative decoding; see `gannet generate --help`), applied over the environment's
+// defaults. Throws UsageError or gannet::Error naming the flag.
+inline const std::set<std::string> kEngineValueFlags = {
+    "threads", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
+    "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype",
+    "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min", "ngram-max"};
+inline const std::set<std::string> kEngineBoolFlags = {"no-yoco-replay", "no-kv-fake-quant"};
+void apply_engine_flags(const Flags& f, EngineArgs& ea);
+
 // Strict number parsing; throws UsageError naming the flag.
 int64_t parse_int(const std::string& flag, const std::string& text);
 double parse_double(const std::string& flag, const std::string& text);

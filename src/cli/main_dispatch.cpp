@@ -18,6 +18,7 @@ const char* kUsage =
     "  generate    generate text from a model (--model DIR --prompt TEXT | --prompts FILE.jsonl)\n"
     "  info        describe a checkpoint (--model DIR [--json])\n"
     "  make-model  write a random-weight checkpoint (--arch llama|qwen2|qwen3 --preset tiny|small|1b)\n"
+    "  serve       an OpenAI-compatible HTTP server (--model DIR [--host H] [--port P] [--api-key K])\n"
     "  tokenize    JSON lines {\"text\": ...} on stdin -> {\"ids\": [...]} (--model DIR [--decode])\n"
     "\n"
     "run `gannet <command> --help` for a command's flags\n";
@@ -36,6 +37,7 @@ int main_dispatch(int argc, char** argv) {
     if (cmd == "generate") return cmd_generate(args);
     if (cmd == "info") return cmd_info(args);
     if (cmd == "make-model") return cmd_make_model(args);
+    if (cmd == "serve") return cmd_serve(args);
     if (cmd == "tokenize") return cmd_tokenize(args);
     std::fprintf(stderr, "gannet: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
     return 2;

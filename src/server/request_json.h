@@ -8,7 +8,7 @@
 #include "gannet/request_output.h"
 #include "gannet/sampling_params.h"
 
-namespace gannet::cli {
+namespace gannet::server {
 
 struct PromptLine {
   std::string prompt;
@@ -29,4 +29,4 @@ nlohmann::json output_to_json(const RequestOutput& out, const SamplingParams& pa
 // dump() that replaces invalid UTF-8 instead of throwing.
 std::string dump_line(const nlohmann::json& j);
 
-}  // namespace gannet::cli
+}  // namespace gannet::server

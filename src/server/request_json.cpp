@@ -1,10 +1,10 @@
-#include "cli/request_json.h"
+#include "server/request_json.h"
 
 #include <cmath>
 
 #include "core/error.h"
 
-namespace gannet::cli {
+namespace gannet::server {
 
 using nlohmann::json;
 
@@ -241,4 +241,4 @@ json output_to_json(const RequestOutput& out, const SamplingParams& params) {
 
 std::string dump_line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-}  // namespace gannet::cli
+}  // namespace gannet::server

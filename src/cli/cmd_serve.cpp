@@ -1,0 +1,59 @@
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "core/error.h"
+#include "server/http_server.h"
+
+namespace gannet::cli {
+
+namespace {
+
+const char* kUsage =
+    "usage: gannet serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
+    "                    [--served-model-name NAME] [--max-body-bytes N] [--http-threads N] [engine flags]\n"
+    "\n"
+    "An OpenAI-compatible HTTP server: GET /health, GET /v1/models, GET /metrics,\n"
+    "POST /v1/completions (\"stream\": true for server-sent events), POST /tokenize, POST /detokenize.\n"
+    "It binds to loopback unless --host says otherwise; --port 0 takes a free port. It prints\n"
+    "\"listening on http://HOST:PORT\" once it accepts connections and serves until SIGINT/SIGTERM.\n"
+    "  --api-key KEY          requests must carry \"Authorization: Bearer KEY\" (not /health)\n"
+    "  --served-model-name N  the model's name in the API (default: the model directory's name)\n"
+    "  --max-body-bytes N     larger request bodies get 413 (default 4194304)\n"
+    "  --http-threads N       connections served at once (default 544)\n"
+    "engine flags: as `gannet generate --help` lists them (--threads, --kv-cache-memory, ...).\n";
+
+}  // namespace
+
+int cmd_serve(const Args& args) {
+  std::set<std::string> values = {"model", "host", "port", "api-key", "served-model-name", "max-body-bytes", "http-threads"};
+  values.insert(kEngineValueFlags.begin(), kEngineValueFlags.end());
+  std::set<std::string> bools = {"help"};
+  bools.insert(kEngineBoolFlags.begin(), kEngineBoolFlags.end());
+  Flags f(args, values, bools);
+  if (f.has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  EngineArgs ea;
+  ea.model = f.require("model");
+  server::ServerOptions o;
+  o.host = f.get_or("host", o.host);
+  o.port = int(f.get_int_in("port", o.port, 0, 65535));
+  o.api_key = f.get_or("api-key", "");
+  if (f.has("api-key") && o.api_key.empty()) throw UsageError("--api-key is empty");
+  o.served_model_name = f.get_or("served-model-name", "");
+  o.max_body_bytes = size_t(f.get_int_in("max-body-bytes", int64_t(o.max_body_bytes), 1024, int64_t(1) << 32));
+  o.http_threads = int(f.get_int_in("http-threads", o.http_threads, 1, 65536));
+  try {
+    apply_engine_flags(f, ea);
+    ea.validate();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  return server::serve(ea, o);
+}
+
+}  // namespace gannet::cli

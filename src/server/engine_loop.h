@@ -1,0 +1,81 @@
+// The thread that owns the engine. HTTP threads submit requests and aborts through a queue
+// and read each request's outputs from a stream of its own; the engine never waits for a
+// client: a stream that holds more than its bound (a client that stopped reading) gets its
+// request aborted, which frees its cache.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "gannet/request_output.h"
+#include "gannet/sampling_params.h"
+
+namespace gannet::server {
+
+// One request's outputs, in engine order (deltas while streaming, then the final output).
+class OutputStream {
+ public:
+  // Waits up to `timeout_ms` for an output; nullopt on timeout or once the stream has
+  // ended (done()).
+  std::optional<RequestOutput> next(int timeout_ms);
+  bool done() const;
+  // Set when the request was refused (bad parameters) or cut off; empty otherwise.
+  std::string error() const;
+
+ private:
+  friend class EngineLoop;
+  void push(RequestOutput o);
+  void fail(std::string message);
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestOutput> q_;
+  bool finished_ = false;
+  std::string error_;
+};
+
+struct LoopStats {
+  int64_t running = 0, waiting = 0;
+  int64_t requests = 0, prompt_tokens = 0, generation_tokens = 0, aborted = 0;
+};
+
+class EngineLoop {
+ public:
+  // kMaxQueued: outputs a stream may hold unread before its request is aborted.
+  static constexpr size_t kMaxQueued = 4096;
+  explicit EngineLoop(std::unique_ptr<engine::Engine> engine);
+  ~EngineLoop();  // stops the thread (requests still running are aborted)
+
+  // Queues a request (prompt text, or token ids when `ids` is non-empty). Bad parameters
+  // end the stream with an error.
+  std::shared_ptr<OutputStream> submit(const std::string& id, const std::string& prompt,
+                                       const std::vector<int32_t>& ids, const SamplingParams& params);
+  void abort(const std::string& id);
+  LoopStats stats() const;
+  const engine::Engine& engine() const { return *engine_; }
+
+ private:
+  void run();
+  struct Pending {
+    std::string id, prompt;
+    std::vector<int32_t> ids;
+    SamplingParams params;
+    std::shared_ptr<OutputStream> stream;
+  };
+  std::unique_ptr<engine::Engine> engine_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Pending> pending_;
+  std::vector<std::string> aborts_;
+  bool stop_ = false;
+  LoopStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace gannet::server

@@ -1,0 +1,29 @@
+// `gannet serve`: an OpenAI-compatible HTTP server over one engine (engine_loop.h).
+// Endpoints: GET /health, GET /v1/models, GET /metrics (Prometheus text), POST
+// /v1/completions (streaming as server-sent events), POST /tokenize, POST /detokenize.
+// Errors are OpenAI-shaped JSON ({"error": {"message", "type", "param", "code"}}) naming
+// the field; a bad request never affects the others.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "gannet/engine_args.h"
+
+namespace gannet::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;              // 0: any free port (the one taken is printed)
+  std::string api_key;          // non-empty: /v1/*, /tokenize, /detokenize, /metrics need "Bearer KEY"
+  std::string served_model_name;  // default: the model directory's name
+  size_t max_body_bytes = size_t(4) << 20;
+  int http_threads = 544;       // connections served at once (512 streams and some)
+};
+
+// Loads the model and serves until SIGINT/SIGTERM. Prints "listening on http://HOST:PORT"
+// on stdout once it accepts connections. Returns the process exit status.
+int serve(const EngineArgs& engine_args, const ServerOptions& options);
+
+}  // namespace gannet::server
