@@ -145,7 +145,7 @@ std::shared_ptr<const TokenVocab::CountedClassification> TokenVocab::find_counte
 std::shared_ptr<const TokenVocab::CountedClassification> TokenVocab::keep_counted(
     const std::string& key, std::shared_ptr<const CountedClassification> c) const {
   std::lock_guard<std::mutex> lk(cls_mu_);
-  if (counted_.size() >= 64) counted_.clear();  // up to ~280 KiB each at 129k tokens: 18 MiB at most
+  if (counted_.size() >= 64) counted_.clear();  // 272 KiB of masks plus the exit and escape lists (up to ~1 MiB) each
   return counted_.emplace(key, std::move(c)).first->second;
 }
 
@@ -318,7 +318,8 @@ Automaton::Automaton(std::shared_ptr<const Grammar> grammar, std::shared_ptr<con
     if (last.kind == Element::Kind::kRule && body->size() >= 2) {
       detect(size_t(last.id));
       const Counted& t = counted_[size_t(last.id)];
-      if (t.inner >= 0 && t.optional) {
+      // Only a tail of one copy matches every count from 0 to its most (X X u | () skips 1).
+      if (t.inner >= 0 && t.optional && t.copies == 1) {
         const int32_t m = copies_of(*body, body->size() - 1, t.inner);
         if (m >= 1) {
           c.inner = t.inner;
@@ -611,6 +612,7 @@ const TokenVocab::Classification& Automaton::classification(int32_t parent, cons
     if (!cls) cls = walk_classification(start_set(f, kNoFrame, nullptr));
     cls = vocab_->keep_classification(key, std::move(cls));
   }
+  if (group_cls_.size() >= kGroupCache) group_cls_.clear();  // bounded: a classification is ~50 KiB
   return *group_cls_.emplace(std::move(ck), std::move(cls)).first->second;
 }
 
@@ -983,6 +985,7 @@ Automaton::LongUse Automaton::long_class(int32_t parent, const std::vector<int32
     if (!lc) lc = v.keep_long(key, walk(start_set(fr, kNoFrame, nullptr), nullptr));
     use = {lc, 1, 1};
   }
+  if (group_long_.size() >= kGroupCache) group_long_.clear();
   return group_long_[std::move(ck)] = use;
 }
 

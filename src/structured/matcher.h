@@ -327,7 +327,9 @@ class Automaton {
   // Masks of recently seen sets (a set's mask never changes): kMaskCache at most.
   static constexpr size_t kMaskCache = 64;  // ~1 MiB at 129k tokens
   std::unordered_map<int32_t, std::vector<uint32_t>> masks_;
-  // By (tops..., parent): a group's classification and long tokens' class.
+  // By (tops..., parent): a group's classification and long tokens' class (kGroupCache
+  // each at most; the vocabulary keeps them too).
+  static constexpr size_t kGroupCache = 1024;
   std::unordered_map<std::vector<int32_t>, std::shared_ptr<const TokenVocab::Classification>, VecHash> group_cls_;
   std::unordered_map<int32_t, int32_t> escape_set_;                 // by node
   std::unordered_map<int32_t, std::vector<uint8_t>> first_bytes_;   // by set

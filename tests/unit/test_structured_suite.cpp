@@ -206,6 +206,18 @@ TEST(StructuredSuite, CountedRepetitionMasksEqualThePlainWalk) {
       {R"(root ::= "[" (item ("," item){0,20})? "]"
 item ::= [a-z ]{0,12})", {"[hello world,a,,b c]", "[]"}},
       {R"(root ::= [0-9a-f]{8} "-" [0-9a-f]{4} | [a-zA-Z ]{2,40} "!")", {"deadbeef-cafe", "Hello there my friend!"}},
+      // Hand-written counts with a gap: w matches 1, 3 or 4 letters, never 2 (a token such
+      // as "biz" would end w after two).
+      {R"(root ::= w "z"
+w ::= l t
+t ::= l l u | ""
+u ::= l | ""
+l ::= [a-y])", {"abcz", "abcdz", "az"}},
+      {R"(root ::= w "z"
+w ::= l t
+t ::= l l s | ""
+s ::= l s | ""
+l ::= [a-y])", {"abcdefghz", "az"}},
   };
   std::mt19937 rng(11);
   std::vector<uint32_t> fast(size_t((ds.vocab->size() + 31) / 32)), plain(fast.size());
