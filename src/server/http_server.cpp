@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sys/socket.h>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -423,6 +424,10 @@ void Server::metrics(httplib::Response& res) {
 int Server::run() {
   http_.new_task_queue = [n = o_.http_threads] { return new httplib::ThreadPool(size_t(n)); };
   http_.set_payload_max_length(o_.max_body_bytes);
+  // Clients keep their connections for many requests (the library's default closes one
+  // after 5 requests or 5 idle seconds, which pooled clients meet as reset connections).
+  http_.set_keep_alive_max_count(1 << 20);
+  http_.set_keep_alive_timeout(60);
   http_.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
     ++http_requests_;
     return httplib::Server::HandlerResponse::Unhandled;
@@ -466,9 +471,17 @@ int Server::run() {
   http_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req, res)) tokenize(req, res, true);
   });
+  // The library listens with a backlog of 5, which drops connections when hundreds of
+  // clients connect at once: listening again on the same socket raises it.
+  int listen_fd = -1;
+  http_.set_socket_options([&listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = int(sock);
+  });
   int port = o_.port;
   if (port == 0) port = http_.bind_to_any_port(o_.host.c_str());
   else if (!http_.bind_to_port(o_.host.c_str(), port)) port = -1;
+  if (port >= 0 && listen_fd >= 0) ::listen(listen_fd, 4096);
   if (port < 0) {
     std::fprintf(stderr, "gannet serve: cannot listen on %s:%d\n", o_.host.c_str(), o_.port);
     return 1;
