@@ -105,13 +105,10 @@ int cmd_generate(const Args& args) {
   }
   try {
     defaults.validate();
-    apply_engine_flags(f, ea);
-    ea.validate();
-  } catch (const UsageError&) {
-    throw;
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
+  apply_engine_flags(f, ea);
   const bool as_json = f.has("json");
 
   // Each input line: a request, or the error message that takes its place.

@@ -45,14 +45,7 @@ int cmd_serve(const Args& args) {
   o.served_model_name = f.get_or("served-model-name", "");
   o.max_body_bytes = size_t(f.get_int_in("max-body-bytes", int64_t(o.max_body_bytes), 1024, int64_t(1) << 32));
   o.http_threads = int(f.get_int_in("http-threads", o.http_threads, 1, 65536));
-  try {
-    apply_engine_flags(f, ea);
-    ea.validate();
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
+  apply_engine_flags(f, ea);
   return server::serve(ea, o);
 }
 

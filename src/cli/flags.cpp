@@ -96,30 +96,37 @@ void apply_speculative_flags(const Flags& f, EngineArgs& ea) {
 }
 
 void apply_engine_flags(const Flags& f, EngineArgs& ea) {
-  ea.apply_environment();
-  ea.threads = int(f.get_int_in("threads", ea.threads, 1, 1024));
-  if (auto m = f.get("kv-cache-memory")) {
-    ea.kv_cache_memory = parse_memory_size(*m);
-    if (ea.kv_cache_memory == 0) throw UsageError("--kv-cache-memory must be more than 0 bytes");
-  }
-  ea.max_num_seqs = f.get_int_in("max-num-seqs", ea.max_num_seqs, 1, 1 << 20);
-  ea.max_num_batched_tokens = f.get_int_in("max-num-batched-tokens", ea.max_num_batched_tokens, 1, 1 << 24);
-  ea.block_size = int(f.get_int_in("block-size", ea.block_size, 1, 4096));
-  ea.max_model_len = f.get_int_in("max-model-len", ea.max_model_len, 1, 1 << 24);
-  if (auto a = f.get("async-scheduling")) ea.async_scheduling = parse_on_off("--async-scheduling", *a);
-  if (auto q = f.get("quantize")) ea.quantize = *q;
-  if (auto a = f.get("exact-activations")) ea.exact_activations = parse_on_off("--exact-activations", *a);
-  if (f.has("yoco-keep-tokens")) ea.yoco_keep_tokens = f.get_int_in("yoco-keep-tokens", 140, 1, 1 << 24);
-  if (f.has("no-yoco-replay")) ea.yoco_replay = 0;
-  if (f.has("no-kv-fake-quant")) ea.kv_fake_quant = 0;
-  if (auto v = f.get("kv-cache-dtype")) ea.kv_cache_dtype = *v;
-  apply_speculative_flags(f, ea);
-  if (auto a = f.get("act-quant")) {
-    if (*a != "none" && *a != "fp8") throw UsageError("--act-quant must be none or fp8, got '" + *a + "'");
-    const bool on = *a == "fp8";
-    if (f.has("exact-activations") && on != ea.exact_activations)
-      throw UsageError("--act-quant " + *a + " and --exact-activations disagree");
-    ea.exact_activations = on;
+  try {
+    ea.apply_environment();
+    ea.threads = int(f.get_int_in("threads", ea.threads, 1, 1024));
+    if (auto m = f.get("kv-cache-memory")) {
+      ea.kv_cache_memory = parse_memory_size(*m);
+      if (ea.kv_cache_memory == 0) throw UsageError("--kv-cache-memory must be more than 0 bytes");
+    }
+    ea.max_num_seqs = f.get_int_in("max-num-seqs", ea.max_num_seqs, 1, 1 << 20);
+    ea.max_num_batched_tokens = f.get_int_in("max-num-batched-tokens", ea.max_num_batched_tokens, 1, 1 << 24);
+    ea.block_size = int(f.get_int_in("block-size", ea.block_size, 1, 4096));
+    ea.max_model_len = f.get_int_in("max-model-len", ea.max_model_len, 1, 1 << 24);
+    if (auto a = f.get("async-scheduling")) ea.async_scheduling = parse_on_off("--async-scheduling", *a);
+    if (auto q = f.get("quantize")) ea.quantize = *q;
+    if (auto a = f.get("exact-activations")) ea.exact_activations = parse_on_off("--exact-activations", *a);
+    if (f.has("yoco-keep-tokens")) ea.yoco_keep_tokens = f.get_int_in("yoco-keep-tokens", 140, 1, 1 << 24);
+    if (f.has("no-yoco-replay")) ea.yoco_replay = 0;
+    if (f.has("no-kv-fake-quant")) ea.kv_fake_quant = 0;
+    if (auto v = f.get("kv-cache-dtype")) ea.kv_cache_dtype = *v;
+    apply_speculative_flags(f, ea);
+    if (auto a = f.get("act-quant")) {
+      if (*a != "none" && *a != "fp8") throw UsageError("--act-quant must be none or fp8, got '" + *a + "'");
+      const bool on = *a == "fp8";
+      if (f.has("exact-activations") && on != ea.exact_activations)
+        throw UsageError("--act-quant " + *a + " and --exact-activations disagree");
+      ea.exact_activations = on;
+    }
+    ea.validate();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
   }
 }
 

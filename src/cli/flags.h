@@ -46,7 +46,7 @@ void apply_speculative_flags(const Flags& f, EngineArgs& ea);
 
 // The engine flags every engine command takes (model loading, cache, scheduling,
 // speculative decoding; see `gannet generate --help`), applied over the environment's
-// defaults. Throws UsageError or gannet::Error naming the flag.
+// defaults, then validated. Throws UsageError naming the flag.
 inline const std::set<std::string> kEngineValueFlags = {
     "threads", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
     "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype",

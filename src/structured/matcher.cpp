@@ -123,30 +123,40 @@ void TokenVocab::index_occurrences() {
   }
 }
 
-std::shared_ptr<const TokenVocab::Classification> TokenVocab::find_classification(const std::string& key) const {
+template <class T>
+std::shared_ptr<const T> TokenVocab::find_in(const Kept<T>& k, const std::string& key) const {
   std::lock_guard<std::mutex> lk(cls_mu_);
-  auto it = cls_.find(key);
-  return it == cls_.end() ? nullptr : it->second;
+  auto it = k.map.find(key);
+  return it == k.map.end() ? nullptr : it->second;
 }
 
+template <class T>
+std::shared_ptr<const T> TokenVocab::keep_in(Kept<T>& k, const std::string& key, std::shared_ptr<const T> c) const {
+  std::lock_guard<std::mutex> lk(cls_mu_);
+  if (k.map.size() >= k.cap) k.map.clear();
+  return k.map.emplace(key, std::move(c)).first->second;
+}
+
+std::shared_ptr<const TokenVocab::Classification> TokenVocab::find_classification(const std::string& key) const {
+  return find_in(cls_, key);
+}
 std::shared_ptr<const TokenVocab::Classification> TokenVocab::keep_classification(
     const std::string& key, std::shared_ptr<const Classification> c) const {
-  std::lock_guard<std::mutex> lk(cls_mu_);
-  if (cls_.size() >= 512) cls_.clear();  // up to ~50 KiB each at 129k tokens: 25 MiB at most
-  return cls_.emplace(key, std::move(c)).first->second;
+  return keep_in(cls_, key, std::move(c));
 }
-
 std::shared_ptr<const TokenVocab::CountedClassification> TokenVocab::find_counted(const std::string& key) const {
-  std::lock_guard<std::mutex> lk(cls_mu_);
-  auto it = counted_.find(key);
-  return it == counted_.end() ? nullptr : it->second;
+  return find_in(counted_, key);
 }
-
 std::shared_ptr<const TokenVocab::CountedClassification> TokenVocab::keep_counted(
     const std::string& key, std::shared_ptr<const CountedClassification> c) const {
-  std::lock_guard<std::mutex> lk(cls_mu_);
-  if (counted_.size() >= 64) counted_.clear();  // 272 KiB of masks plus the exit and escape lists (up to ~1 MiB) each
-  return counted_.emplace(key, std::move(c)).first->second;
+  return keep_in(counted_, key, std::move(c));
+}
+std::shared_ptr<const TokenVocab::LongClass> TokenVocab::find_long(const std::string& key) const {
+  return find_in(long_, key);
+}
+std::shared_ptr<const TokenVocab::LongClass> TokenVocab::keep_long(const std::string& key,
+                                                                   std::shared_ptr<const LongClass> c) const {
+  return keep_in(long_, key, std::move(c));
 }
 
 int64_t TokenVocab::fragment_id(const std::string& text) const {
@@ -155,26 +165,13 @@ int64_t TokenVocab::fragment_id(const std::string& text) const {
     // Bounded: start the ids anew (a new generation, so no old id is ever taken for a new
     // one) and drop what was kept under the old ones.
     fragments_.clear();
-    cls_.clear();
-    counted_.clear();
-    long_.clear();
+    cls_.map.clear();
+    counted_.map.clear();
+    long_.map.clear();
     generation_.fetch_add(1);
   }
   const int64_t id = (int64_t(generation_.load()) << 32) | int64_t(fragments_.size());
   return fragments_.emplace(text, id).first->second;
-}
-
-std::shared_ptr<const TokenVocab::LongClass> TokenVocab::find_long(const std::string& key) const {
-  std::lock_guard<std::mutex> lk(cls_mu_);
-  auto it = long_.find(key);
-  return it == long_.end() ? nullptr : it->second;
-}
-
-std::shared_ptr<const TokenVocab::LongClass> TokenVocab::keep_long(const std::string& key,
-                                                                   std::shared_ptr<const LongClass> c) const {
-  std::lock_guard<std::mutex> lk(cls_mu_);
-  if (long_.size() >= 4096) long_.clear();  // ~7 KiB each: 28 MiB at most
-  return long_.emplace(key, std::move(c)).first->second;
 }
 
 bool TokenVocab::is_eos(int32_t id) const { return std::find(eos_.begin(), eos_.end(), id) != eos_.end(); }

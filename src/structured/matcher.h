@@ -38,7 +38,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <tuple>
 #include <mutex>
 #include <span>
 #include <string>
@@ -155,9 +154,20 @@ class TokenVocab {
  private:
   std::vector<std::vector<Occurrence>> occ_;
   mutable std::mutex cls_mu_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const Classification>> cls_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const CountedClassification>> counted_;
-  mutable std::unordered_map<std::string, std::shared_ptr<const LongClass>> long_;
+  // Kept by key, at most `cap` (then all dropped): ~50 KiB per classification, ~272 KiB
+  // of masks plus up to ~1 MiB of lists per counted one, ~7 KiB per long class.
+  template <class T>
+  struct Kept {
+    size_t cap;
+    std::unordered_map<std::string, std::shared_ptr<const T>> map;
+  };
+  template <class T>
+  std::shared_ptr<const T> find_in(const Kept<T>& k, const std::string& key) const;
+  template <class T>
+  std::shared_ptr<const T> keep_in(Kept<T>& k, const std::string& key, std::shared_ptr<const T> c) const;
+  mutable Kept<Classification> cls_{512, {}};
+  mutable Kept<CountedClassification> counted_{64, {}};
+  mutable Kept<LongClass> long_{4096, {}};
   mutable std::unordered_map<std::string, int64_t> fragments_;
   mutable std::atomic<uint64_t> generation_{0};
   std::vector<std::string> bytes_;
@@ -184,7 +194,6 @@ class Automaton {
   friend class Matcher;
   struct NodeKey {
     int32_t pos, parent;
-    bool operator==(const NodeKey& o) const { return pos == o.pos && parent == o.parent; }
   };
   static constexpr int32_t kAccept = -1;  // the empty stack
   static constexpr int32_t kEscape = -2;  // below a classification's top frames
