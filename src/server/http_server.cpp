@@ -425,9 +425,8 @@ int Server::run() {
   http_.new_task_queue = [n = o_.http_threads] { return new httplib::ThreadPool(size_t(n)); };
   http_.set_payload_max_length(o_.max_body_bytes);
   // Clients keep their connections for many requests (the library's default closes one
-  // after 5 requests or 5 idle seconds, which pooled clients meet as reset connections).
+  // after 5). Idle ones still close after 5 s, which also bounds how long a stop waits.
   http_.set_keep_alive_max_count(1 << 20);
-  http_.set_keep_alive_timeout(60);
   http_.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
     ++http_requests_;
     return httplib::Server::HandlerResponse::Unhandled;

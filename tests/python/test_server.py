@@ -169,6 +169,16 @@ def test_errors_name_the_field(server):
     assert "context" in e.value.body["message"] or "max_model_len" in e.value.body["message"]
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0).models.list()
+    # Fields the server does not honour are refused by name; 'user' changes nothing.
+    for field, value in (("suffix", "x"), ("logit_bias", {"5": 1}), ("best_of", 2), ("logprobs", 1),
+                         ("prompt_logprobs", 1)):
+        status, body = server.raw("POST", "/v1/completions", {"model": "llama-tiny", "prompt": "x", field: value})
+        assert status == 400 and body["error"]["param"] == field, (field, body)
+    status, body = server.raw("POST", "/v1/completions", {"prompt": "x", "stream_options": {"include_usage": True}})
+    assert status == 400 and body["error"]["param"] == "stream_options"
+    plain = c.completions.create(model="llama-tiny", prompt="Hello", max_tokens=4, temperature=0)
+    tagged = c.completions.create(model="llama-tiny", prompt="Hello", max_tokens=4, temperature=0, user="someone")
+    assert tagged.choices[0].text == plain.choices[0].text
     status, body = server.raw("POST", "/v1/completions", data=b"{not json")
     assert status == 400 and "malformed JSON" in body["error"]["message"]
     status, body = server.raw("POST", "/v1/completions", {"model": "llama-tiny", "prompt": "x" * 9000})
@@ -178,16 +188,27 @@ def test_errors_name_the_field(server):
 
 
 def test_vanished_streaming_client_is_aborted(model):
-    server = Server(model)  # the model's whole context: a request that runs for seconds
+    # The model's whole context (a request that runs for seconds), a name of its own, one
+    # HTTP thread per connection the test opens.
+    server = Server(model, "--served-model-name", "custom", "--http-threads", "4")
     try:
-        vanish(server)
+        assert [m.id for m in server.client.models.list().data] == ["custom"]
+        vanish(server, "custom")
     finally:
         server.stop()
 
 
-def vanish(server):
+def test_bad_serve_flags_are_refused_by_name(model):
+    for flags, named in ((["--port", "70000"], "--port"), (["--http-threads", "0"], "--http-threads"),
+                         (["--api-key", ""], "--api-key"), (["--max-body-bytes", "10"], "--max-body-bytes"),
+                         (["--frobnicate", "1"], "frobnicate"), (["--max-num-seqs", "0"], "--max-num-seqs")):
+        p = run(["serve", "--model", str(model), *flags], check=False)
+        assert p.returncode == 2 and named in p.stderr, (flags, p.stderr)
+
+
+def vanish(server, name):
     host, port = server.url.split("//")[1].split(":")
-    body = json.dumps({"model": "llama-tiny", "prompt": "Go", "max_tokens": 4000, "temperature": 0, "stream": True,
+    body = json.dumps({"model": name, "prompt": "Go", "max_tokens": 4000, "temperature": 0, "stream": True,
                        "ignore_eos": True})
     s = socket.create_connection((host, int(port)))
     s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY +
