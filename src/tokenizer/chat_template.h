@@ -1,0 +1,64 @@
+// Chat formats: a conversation (OpenAI-style messages) -> the prompt text a model was
+// trained on. Either the checkpoint's own Jinja `chat_template` (jinja_template.h),
+// rendered the way transformers' apply_chat_template renders it, or gannet's built-in
+// DeepSeek-V4 format for checkpoints that ship none.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace gannet::tokenizer {
+
+namespace jinja {
+class Template;
+}
+
+struct ChatOptions {
+  bool add_generation_prompt = true;
+  // Extra template variables (chat_template_kwargs, e.g. enable_thinking); they override
+  // the special tokens of the same name, as in transformers.
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  // Tool definitions (OpenAI "tools"), passed to the template as `tools`; null for none.
+  nlohmann::ordered_json tools;
+};
+
+class ChatTemplate {
+ public:
+  // The template of a model directory: chat_template.jinja, else tokenizer_config.json's
+  // "chat_template" (a string, or a list of {"name", "template"} whose "default" is
+  // taken). nullopt when the directory has neither. Throws gannet::Error naming the file
+  // for a template that does not parse.
+  static std::optional<ChatTemplate> from_dir(const std::string& dir);
+
+  // `special_tokens`: the variables transformers passes beside the messages (bos_token,
+  // eos_token, pad_token, unk_token), as strings.
+  ChatTemplate(const std::string& source, nlohmann::ordered_json special_tokens);
+
+  // The prompt text. Throws gannet::Error for an evaluation error or when the template
+  // calls raise_exception (the message says which).
+  std::string render(const nlohmann::ordered_json& messages, const ChatOptions& options) const;
+
+  // Pins strftime_now (tests).
+  void set_clock(std::function<std::string(const std::string&)> strftime_now);
+
+ private:
+  std::shared_ptr<jinja::Template> template_;
+  nlohmann::ordered_json special_;
+};
+
+// The built-in DeepSeek-V4 chat format (the DeepSeek V3.1 / V3.2 layout V4 keeps):
+//   <｜begin▁of▁sentence｜>{system prompts, joined by blank lines}
+//   <｜User｜>{user}<｜Assistant｜></think>{earlier answer}<｜end▁of▁sentence｜> ...
+//   <｜User｜>{last user}<｜Assistant｜><think>      (thinking on)
+//                                   </think>        (thinking off)
+// Earlier answers drop their reasoning; tool results follow as
+// <｜tool▁output▁begin｜>{content}<｜tool▁output▁end｜>, tool calls as
+// <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{arguments}<｜tool▁call▁end｜>...
+// `thinking` comes from chat_template_kwargs "thinking" (or "enable_thinking"), default off.
+std::string render_deepseek_v4_chat(const nlohmann::ordered_json& messages, const ChatOptions& options);
+
+}  // namespace gannet::tokenizer
