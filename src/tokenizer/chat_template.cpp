@@ -21,6 +21,37 @@ std::optional<std::string> token_text(const nlohmann::json& cfg, const char* key
   return std::nullopt;
 }
 
+// The messages as transformers (5.x) hands them to the template: keys whose value is null
+// are dropped (so `content: null` is undefined, not none), and a message with reasoning
+// (reasoning_content, thinking or reasoning) becomes {"thinking": r, **message,
+// "reasoning_content": r}.
+nlohmann::ordered_json transformers_messages(const nlohmann::ordered_json& messages) {
+  if (!messages.is_array()) return messages;
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& m : messages) {
+    if (!m.is_object()) {
+      out.push_back(m);
+      continue;
+    }
+    nlohmann::ordered_json kept = nlohmann::ordered_json::object();
+    for (auto it = m.begin(); it != m.end(); ++it)
+      if (!it.value().is_null()) kept[it.key()] = it.value();
+    const nlohmann::ordered_json* reasoning = nullptr;
+    for (const char* k : {"reasoning_content", "thinking", "reasoning"})
+      if (!reasoning && kept.contains(k)) reasoning = &kept[k];
+    if (reasoning) {
+      const nlohmann::ordered_json r = *reasoning;
+      nlohmann::ordered_json aliased = nlohmann::ordered_json::object();
+      aliased["thinking"] = r;
+      for (auto it = kept.begin(); it != kept.end(); ++it) aliased[it.key()] = it.value();
+      aliased["reasoning_content"] = r;
+      kept = std::move(aliased);
+    }
+    out.push_back(std::move(kept));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<ChatTemplate> ChatTemplate::from_dir(const std::string& dir) {
@@ -79,7 +110,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const C
   // transformers: render(messages=..., tools=..., documents=None, add_generation_prompt=...,
   // **special_tokens, **kwargs), later keys winning.
   nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
-  ctx["messages"] = messages;
+  ctx["messages"] = transformers_messages(messages);
   ctx["tools"] = options.tools;
   ctx["documents"] = nullptr;
   ctx["add_generation_prompt"] = options.add_generation_prompt;

@@ -11,6 +11,34 @@ namespace {
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
+// Python's str.isspace() for the code point starting at s[k]: its UTF-8 length, or 0.
+size_t space_at(const std::string& s, size_t k) {
+  const unsigned char c = (unsigned char)s[k];
+  if (c < 0x80) return (is_ws(char(c)) || (c >= 0x1c && c <= 0x1f)) ? 1 : 0;
+  auto cp3 = [&](size_t at) -> uint32_t {
+    return (uint32_t((unsigned char)s[at] & 0x0f) << 12) | (uint32_t((unsigned char)s[at + 1] & 0x3f) << 6) |
+           uint32_t((unsigned char)s[at + 2] & 0x3f);
+  };
+  if (c == 0xc2 && k + 1 < s.size()) {
+    const unsigned char d = (unsigned char)s[k + 1];
+    return (d == 0x85 || d == 0xa0) ? 2 : 0;
+  }
+  if ((c == 0xe1 || c == 0xe2 || c == 0xe3) && k + 2 < s.size()) {
+    const uint32_t cp = cp3(k);
+    const bool sp = cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
+                    cp == 0x202f || cp == 0x205f || cp == 0x3000;
+    return sp ? 3 : 0;
+  }
+  return 0;
+}
+
+// Whether s[k..] ends with a whitespace code point ending at `end`: its length, or 0.
+size_t space_before(const std::string& s, size_t end) {
+  for (size_t n = 1; n <= 3 && n <= end; ++n)
+    if (space_at(s, end - n) == n) return n;
+  return 0;
+}
+
 [[noreturn]] void undefined_error(const Value& v) {
   throw Error(v.str.empty() ? std::string("a value is undefined") : "'" + v.str + "' is undefined");
 }
@@ -44,11 +72,15 @@ int64_t need_int(const Value& v, const std::string& what) {
 }
 
 std::string strip(const std::string& s, const Value* chars, bool left, bool right) {
-  auto drop = [&](char c) {
-    if (!chars || chars->is_none()) return is_ws(c);
-    return need_str(*chars, "strip").find(c) != std::string::npos;
-  };
   size_t a = 0, b = s.size();
+  if (!chars || chars->is_none()) {  // Unicode whitespace, as Python
+    if (left)
+      while (a < b && space_at(s, a)) a += space_at(s, a);
+    if (right)
+      while (b > a && space_before(s, b)) b -= space_before(s, b);
+    return s.substr(a, b - a);
+  }
+  auto drop = [&](char c) { return need_str(*chars, "strip").find(c) != std::string::npos; };
   if (left)
     while (a < b && drop(s[a])) ++a;
   if (right)
@@ -343,6 +375,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == ">=") return Value(!less(a, b));
   if (a.is_undefined()) undefined_error(a);
   if (b.is_undefined()) undefined_error(b);
+  if ((a.kind == Value::Kind::Int && !a.str.empty()) || (b.kind == Value::Kind::Int && !b.str.empty()))
+    throw Error("arithmetic on integers beyond 64 bits is not supported");
   if (a.is_number() && b.is_number()) {
     const bool ints = a.kind != Value::Kind::Float && b.kind != Value::Kind::Float;
     if (op == "+") return ints ? Value(a.i + b.i) : Value(a.as_double() + b.as_double());

@@ -33,8 +33,10 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       const uint64_t u = j.get<uint64_t>();
-      if (u > uint64_t(INT64_MAX)) return Value(double(u));
-      return Value(int64_t(u));
+      if (u <= uint64_t(INT64_MAX)) return Value(int64_t(u));
+      Value v(int64_t(0));  // Python ints have no bound: kept as its digits (printing only)
+      v.str = std::to_string(u);
+      return v;
     }
     case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
     case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
@@ -174,7 +176,7 @@ void json_value(std::string& out, const Value& v, int indent, int level, std::st
   switch (v.kind) {
     case Value::Kind::None: out += "null"; return;
     case Value::Kind::Bool: out += v.i ? "true" : "false"; return;
-    case Value::Kind::Int: out += std::to_string(v.i); return;
+    case Value::Kind::Int: out += v.str.empty() ? std::to_string(v.i) : v.str; return;
     case Value::Kind::Float:
       if (std::isnan(v.f)) out += "NaN";
       else if (std::isinf(v.f)) out += v.f < 0 ? "-Infinity" : "Infinity";
@@ -230,7 +232,7 @@ std::string Value::to_str() const {
     case Kind::Undefined: return "";
     case Kind::None: return "None";
     case Kind::Bool: return i ? "True" : "False";
-    case Kind::Int: return std::to_string(i);
+    case Kind::Int: return str.empty() ? std::to_string(i) : str;
     case Kind::Float: return python_float_repr(f);
     case Kind::String: return str;
     default: return repr();

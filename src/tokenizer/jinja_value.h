@@ -57,7 +57,7 @@ struct Value {
   Kind kind = Kind::Undefined;
   int64_t i = 0;                    // Bool, Int
   double f = 0;                     // Float
-  std::string str;                  // String; Undefined: the name that was not found
+  std::string str;                  // String; Undefined: the name not found; Int: digits beyond 64 bits
   std::shared_ptr<List> list;       // List
   std::shared_ptr<Dict> dict;       // Dict, Namespace
   std::shared_ptr<Function> fn;     // Function
