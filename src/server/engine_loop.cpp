@@ -1,11 +1,27 @@
 #include "server/engine_loop.h"
 
 #include <chrono>
+#include <algorithm>
 #include <map>
+#include <span>
 
 #include "core/error.h"
 
 namespace gannet::server {
+
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void Histogram::observe(double v) {
+  size_t k = 0;
+  while (k < bounds.size() && v > bounds[k]) ++k;
+  ++counts[k];
+  sum += v;
+  ++count;
+}
 
 std::optional<RequestOutput> OutputStream::next(int timeout_ms) {
   std::unique_lock<std::mutex> lk(mu_);
@@ -63,7 +79,7 @@ std::shared_ptr<OutputStream> EngineLoop::submit(const std::string& id, const st
   auto s = std::make_shared<OutputStream>();
   {
     std::lock_guard<std::mutex> lk(mu_);
-    pending_.push_back({id, prompt, ids, params, s});
+    pending_.push_back({id, prompt, ids, params, s, now_seconds()});
   }
   cv_.notify_all();
   return s;
@@ -82,8 +98,17 @@ LoopStats EngineLoop::stats() const {
   return stats_;
 }
 
+void EngineLoop::update_gauges(size_t running) {
+  stats_.running = int64_t(running);
+  stats_.waiting = int64_t(engine_->scheduler().num_waiting());
+  stats_.kv_blocks_total = engine_->block_manager().num_blocks();
+  stats_.kv_blocks_free = engine_->block_manager().num_free_blocks();
+  stats_.preemptions = engine_->scheduler().num_preemptions();
+}
+
 void EngineLoop::run() {
   std::map<std::string, std::shared_ptr<OutputStream>> streams;
+  std::map<std::string, Timing> timing;
   for (;;) {
     std::vector<Pending> adds;
     std::vector<std::string> aborts;
@@ -99,6 +124,7 @@ void EngineLoop::run() {
         if (p.ids.empty()) engine_->add_request(p.id, p.prompt, p.params);
         else engine_->add_request(p.id, p.ids, p.params);
         streams[p.id] = p.stream;
+        timing[p.id] = {p.submitted, 0};
         std::lock_guard<std::mutex> lk(mu_);
         ++stats_.requests;
       } catch (const Error& e) {
@@ -113,21 +139,42 @@ void EngineLoop::run() {
         else it->second->push(std::move(*o));
       }
       streams.erase(it);
+      timing.erase(id);
       std::lock_guard<std::mutex> lk(mu_);
       ++stats_.aborted;
     };
     for (const std::string& id : aborts) finish_abort(id, nullptr);
     if (!engine_->has_unfinished()) {
       std::lock_guard<std::mutex> lk(mu_);
-      stats_.running = int64_t(streams.size());
+      update_gauges(streams.size());
       continue;
     }
     std::vector<std::string> too_slow;
-    for (RequestOutput& o : engine_->step()) {
+    std::span<RequestOutput> outs = engine_->step();
+    const double now = now_seconds();
+    for (RequestOutput& o : outs) {
       auto it = streams.find(o.request_id);
       if (it == streams.end()) continue;
       std::shared_ptr<OutputStream> s = it->second;
       const bool finished = o.finished;
+      if (auto t = timing.find(o.request_id); t != timing.end()) {
+        // Deltas carry the new tokens; a finished output is complete, so only a request
+        // that finished in its first output (no deltas before) counts its first token here.
+        size_t fresh = 0;
+        for (const CompletionOutput& c : o.outputs) fresh = std::max(fresh, c.token_ids.size());
+        if (finished && t->second.last_token > 0) fresh = 0;
+        if (fresh > 0) {
+          std::lock_guard<std::mutex> lk(mu_);
+          if (t->second.last_token == 0) {
+            stats_.ttft.observe(now - t->second.submitted);
+          } else {
+            const double gap = (now - t->second.last_token) / double(fresh);
+            for (size_t k = 0; k < fresh; ++k) stats_.itl.observe(gap);
+          }
+          t->second.last_token = now;
+        }
+        if (finished) timing.erase(t);
+      }
       if (finished) {  // a finished request's output is complete (not a delta)
         std::lock_guard<std::mutex> lk(mu_);
         for (const CompletionOutput& c : o.outputs) stats_.generation_tokens += int64_t(c.token_ids.size());
@@ -147,7 +194,7 @@ void EngineLoop::run() {
     }
     for (const std::string& id : too_slow) finish_abort(id, "the client stopped reading its stream; request aborted");
     std::lock_guard<std::mutex> lk(mu_);
-    stats_.running = int64_t(streams.size());
+    update_gauges(streams.size());
   }
   for (auto& [id, s] : streams) {
     engine_->abort(id);

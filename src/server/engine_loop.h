@@ -40,9 +40,24 @@ class OutputStream {
   std::string error_;
 };
 
+// A Prometheus histogram: counts per upper bound (cumulative when printed), sum, count.
+struct Histogram {
+  std::vector<double> bounds;
+  std::vector<int64_t> counts;  // one per bound, plus +Inf
+  double sum = 0;
+  int64_t count = 0;
+  explicit Histogram(std::vector<double> b = {}) : bounds(std::move(b)), counts(bounds.size() + 1, 0) {}
+  void observe(double v);
+};
+
 struct LoopStats {
   int64_t running = 0, waiting = 0;
   int64_t requests = 0, prompt_tokens = 0, generation_tokens = 0, aborted = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_free = 0, preemptions = 0;
+  // Seconds from submission to the first generated token, and between generated tokens
+  // (a step that brings k tokens counts k intervals of 1/k of its gap).
+  Histogram ttft{{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}};
+  Histogram itl{{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}};
 };
 
 class EngineLoop {
@@ -62,11 +77,17 @@ class EngineLoop {
 
  private:
   void run();
+  void update_gauges(size_t running);  // with mu_ held, on the engine thread
   struct Pending {
     std::string id, prompt;
     std::vector<int32_t> ids;
     SamplingParams params;
     std::shared_ptr<OutputStream> stream;
+    double submitted = 0;  // steady clock, seconds
+  };
+  // Per running request: when it was submitted and when its last token came (0: none yet).
+  struct Timing {
+    double submitted = 0, last_token = 0;
   };
   std::unique_ptr<engine::Engine> engine_;
   mutable std::mutex mu_;

@@ -16,8 +16,10 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "git_revision.h"
+#include "server/chat_format.h"
 #include "server/engine_loop.h"
-#include "server/request_json.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
 
 namespace gannet::server {
 
@@ -26,23 +28,6 @@ namespace {
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
-// An OpenAI-shaped error: HTTP status, message, type, the offending field.
-struct ApiError {
-  int status;
-  std::string message, type, param, code;
-};
-
-json error_body(const ApiError& e) {
-  json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
-  if (!e.param.empty()) err["param"] = e.param;
-  if (!e.code.empty()) err["code"] = e.code;
-  return json{{"error", err}};
-}
-
-ApiError bad_request(std::string message, std::string param = "") {
-  return {400, std::move(message), "invalid_request_error", std::move(param), ""};
-}
-
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
@@ -50,130 +35,17 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_body(e)); }
 
-// The field a gannet::Error message names: quoted ("'stop' must be ...") or leading
-// ("max_tokens must be >= 1, ..."); empty if none.
-std::string field_of(const std::string& message) {
-  const size_t a = message.find('\'');
-  if (a != std::string::npos) {
-    const size_t b = message.find('\'', a + 1);
-    if (b != std::string::npos) return message.substr(a + 1, b - a - 1);
-  }
-  size_t n = 0;
-  while (n < message.size() && (std::islower((unsigned char)message[n]) || message[n] == '_')) ++n;
-  return n > 0 && message.compare(n, 6, " must ") == 0 ? message.substr(0, n) : "";
-}
-
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// One prompt of a completion request: text, or token ids.
-struct Prompt {
-  std::string text;
-  std::vector<int32_t> ids;
-};
-
-struct CompletionRequest {
-  std::vector<Prompt> prompts;
-  SamplingParams params;
-  bool stream = false, include_usage = false, echo = false;
-};
-
-// The request body -> prompts and SamplingParams. Server fields are taken here; every
-// other field goes through the same parser as `generate` lines (unknown fields refused).
-CompletionRequest parse_completion(const ojson& body, const std::string& served_name) {
-  if (!body.is_object()) throw bad_request("the request body must be a JSON object");
-  CompletionRequest r;
-  ojson rest = ojson::object();
-  bool have_prompt = false;
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    const std::string& k = it.key();
-    const ojson& v = it.value();
-    if (k == "model") {
-      if (!v.is_string()) throw bad_request("'model' must be a string", "model");
-      if (v.get<std::string>() != served_name)
-        throw ApiError{404, "the model '" + v.get<std::string>() + "' does not exist (this server serves '" + served_name + "')",
-                       "invalid_request_error", "model", "model_not_found"};
-    } else if (k == "prompt") {
-      have_prompt = true;
-      auto ids_of = [&](const ojson& a) {
-        std::vector<int32_t> ids;
-        for (const ojson& t : a) {
-          if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
-            throw bad_request("'prompt' token ids must be non-negative integers", "prompt");
-          ids.push_back(int32_t(t.get<int64_t>()));
-        }
-        return ids;
-      };
-      if (v.is_string()) {
-        r.prompts.push_back({v.get<std::string>(), {}});
-      } else if (v.is_array() && !v.empty() && v[0].is_number()) {
-        r.prompts.push_back({"", ids_of(v)});
-      } else if (v.is_array() && !v.empty()) {
-        for (const ojson& p : v) {
-          if (p.is_string()) r.prompts.push_back({p.get<std::string>(), {}});
-          else if (p.is_array() && !p.empty()) r.prompts.push_back({"", ids_of(p)});
-          else throw bad_request("'prompt' must be a string, a list of strings, a list of token ids or a list of such lists", "prompt");
-        }
-      } else {
-        throw bad_request("'prompt' must be a string, a list of strings, a list of token ids or a list of such lists", "prompt");
-      }
-    } else if (k == "stream") {
-      if (!v.is_boolean()) throw bad_request("'stream' must be true or false", "stream");
-      r.stream = v.get<bool>();
-    } else if (k == "stream_options") {
-      if (v.is_null()) continue;
-      if (!v.is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
-      for (auto f = v.begin(); f != v.end(); ++f) {
-        if (f.key() != "include_usage" || !f.value().is_boolean())
-          throw bad_request("'stream_options' takes only 'include_usage' (true or false)", "stream_options");
-        r.include_usage = f.value().get<bool>();
-      }
-    } else if (k == "echo") {
-      if (!v.is_boolean()) throw bad_request("'echo' must be true or false", "echo");
-      r.echo = v.get<bool>();
-    } else if (k == "user") {
-      if (!v.is_string() && !v.is_null()) throw bad_request("'user' must be a string", "user");
-    } else if (k == "suffix") {
-      if (!v.is_null()) throw bad_request("'suffix' is not supported", "suffix");
-    } else if (k == "logit_bias") {
-      if (!v.is_null() && !(v.is_object() && v.empty())) throw bad_request("'logit_bias' is not supported", "logit_bias");
-    } else if (k == "best_of") {
-      if (!v.is_null() && !(v.is_number_integer() && v.get<int64_t>() == 1))
-        throw bad_request("'best_of' other than 1 is not supported", "best_of");
-    } else if (k == "logprobs" && !v.is_null()) {
-      throw bad_request("'logprobs' is not supported by the server yet", "logprobs");
-    } else if (k == "prompt_token_ids" || k == "prompt_logprobs") {
-      throw bad_request("unknown field '" + k + "'", k);
-    } else if (!v.is_null()) {
-      rest[k] = v;
-    }
-  }
-  if (!have_prompt) throw bad_request("missing 'prompt'", "prompt");
-  if (r.stream == false && body.contains("stream_options") && !body["stream_options"].is_null())
-    throw bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
-  for (const Prompt& p : r.prompts)
-    if (p.ids.empty() && p.text.empty()) throw bad_request("the prompt is empty", "prompt");
-  SamplingParams defaults;
-  defaults.max_tokens = 16;  // OpenAI's default for completions
-  rest["prompt"] = "-";
-  try {
-    r.params = parse_prompt_line(rest.dump(), defaults).params;
-  } catch (const Error& e) {
-    throw bad_request(e.what(), field_of(e.what()));
-  }
-  return r;
-}
-
-struct Usage {
-  int64_t prompt = 0, completion = 0;
-  json to_json() const { return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}}; }
-};
+// The body as JSON with key order kept, or a 400 naming the problem.
+std::optional<ojson> parse_body(const httplib::Request& req, httplib::Response& res);
 
 class Server {
  public:
-  Server(std::unique_ptr<engine::Engine> engine, ServerOptions o)
-      : o_(std::move(o)), loop_(std::move(engine)),
+  Server(std::unique_ptr<engine::Engine> engine, ServerOptions o, ChatFormat chat)
+      : o_(std::move(o)), loop_(std::move(engine)), chat_(std::move(chat)),
         fingerprint_(std::string("gannet-") + GANNET_GIT_REVISION + "-" + kernel_path_name()) {}
 
   int run();
@@ -182,12 +54,14 @@ class Server {
  private:
   bool authorized(const httplib::Request& req, httplib::Response& res);
   void completions(const httplib::Request& req, httplib::Response& res);
+  void chat_completions(const httplib::Request& req, httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res, bool detokenize);
   void metrics(httplib::Response& res);
   std::string next_id() { return "cmpl-" + std::to_string(++ids_); }
 
   ServerOptions o_;
   EngineLoop loop_;
+  ChatFormat chat_;
   std::string fingerprint_;
   httplib::Server http_;
   std::atomic<int64_t> ids_{0};
@@ -201,19 +75,27 @@ bool Server::authorized(const httplib::Request& req, httplib::Response& res) {
   return false;
 }
 
-void Server::completions(const httplib::Request& req, httplib::Response& res) {
-  ojson body;
+std::optional<ojson> parse_body(const httplib::Request& req, httplib::Response& res) {
   try {
-    body = ojson::parse(req.body);
+    return ojson::parse(req.body);
   } catch (const ojson::exception& e) {
-    return send_error(res, bad_request(std::string("malformed JSON: ") + e.what()));
+    send_error(res, bad_request(std::string("malformed JSON: ") + e.what()));
+    return std::nullopt;
   }
+}
+
+void Server::completions(const httplib::Request& req, httplib::Response& res) {
+  std::optional<ojson> body = parse_body(req, res);
+  if (!body) return;
   CompletionRequest cr;
   try {
-    cr = parse_completion(body, o_.served_model_name);
+    cr = parse_completion(*body, o_.served_model_name);
+    if (cr.echo && cr.params.logprobs) throw bad_request("'echo' together with 'logprobs' is not supported", "echo");
   } catch (const ApiError& e) {
     return send_error(res, e);
   }
+  const tokenizer::Tokenizer* tok = loop_.engine().tokenizer();
+  const bool want_lp = cr.params.logprobs.has_value();
   const std::string id = next_id();
   const int64_t created = unix_now();
   const int n = cr.params.n;
@@ -253,7 +135,9 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
       usage.prompt += int64_t(o.prompt_token_ids.size());
       for (const CompletionOutput& c : o.outputs) {
         usage.completion += int64_t(c.token_ids.size());
-        choices.push_back({{"index", int64_t(i) * n + c.index}, {"text", choice_text(i, c.text)}, {"logprobs", nullptr},
+        choices.push_back({{"index", int64_t(i) * n + c.index},
+                           {"text", choice_text(i, c.text)},
+                           {"logprobs", want_lp ? completion_logprobs(c.logprobs, tok, 0) : json(nullptr)},
                            {"finish_reason", c.finish_reason}});
       }
     }
@@ -267,17 +151,19 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
   // of a request is complete, so only what was not yet sent goes out.
   struct State {
     std::vector<std::vector<size_t>> sent;  // per prompt, per sample: text bytes sent
+    std::vector<std::vector<size_t>> sent_lp;  // per prompt, per sample: logprob positions sent
     std::vector<bool> done;
     Usage usage;
     bool echoed = false, finished = false;
   };
   auto st = std::make_shared<State>();
   st->sent.assign(streams.size(), std::vector<size_t>(size_t(n), 0));
+  st->sent_lp = st->sent;
   st->done.assign(streams.size(), false);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st, streams, head, cr, n, abort_all](size_t, httplib::DataSink& sink) {
+      [st, streams, head, cr, n, abort_all, tok, want_lp](size_t, httplib::DataSink& sink) {
         auto send = [&](const json& j) {
           const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
           return sink.write(s.data(), s.size());
@@ -326,12 +212,19 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
           json choices = json::array();
           for (const CompletionOutput& c : o->outputs) {
             size_t& sent = st->sent[i][size_t(c.index)];
+            size_t& sent_lp = st->sent_lp[i][size_t(c.index)];
             std::string delta;
             if (o->finished) delta = c.text.size() > sent ? c.text.substr(sent) : std::string();
             else delta = c.text;
+            const size_t lp_from = o->finished ? std::min(sent_lp, c.logprobs.size()) : 0;
+            std::span<const PositionLogprobs> lps(c.logprobs.data() + lp_from, c.logprobs.size() - lp_from);
+            const size_t offset = sent;
             sent += delta.size();
-            if (delta.empty() && !o->finished) continue;
-            json ch = {{"index", int64_t(i) * n + c.index}, {"text", delta}, {"logprobs", nullptr},
+            sent_lp += lps.size();
+            if (delta.empty() && lps.empty() && !o->finished) continue;
+            json ch = {{"index", int64_t(i) * n + c.index},
+                       {"text", delta},
+                       {"logprobs", want_lp ? completion_logprobs(lps, tok, offset) : json(nullptr)},
                        {"finish_reason", o->finished ? json(c.finish_reason) : json(nullptr)}};
             choices.push_back(ch);
             if (o->finished) st->usage.completion += int64_t(c.token_ids.size());
@@ -356,6 +249,166 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
       },
       [abort_all](bool success) {
         if (!success) abort_all();  // the client went away: free its requests
+      });
+}
+
+void Server::chat_completions(const httplib::Request& req, httplib::Response& res) {
+  std::optional<ojson> body = parse_body(req, res);
+  if (!body) return;
+  ChatRequest cr;
+  try {
+    cr = parse_chat(*body, o_.served_model_name);
+  } catch (const ApiError& e) {
+    return send_error(res, e);
+  }
+  const tokenizer::Tokenizer* tok = loop_.engine().tokenizer();
+  if (!tok) return send_error(res, bad_request("this model has no tokenizer, so it cannot chat"));
+  if (!chat_.available())
+    return send_error(res, bad_request("this model has no chat template (start the server with --chat-template FILE)", "messages"));
+  bool reasoning = false;
+  std::vector<int32_t> ids;
+  try {
+    const std::string prompt = chat_.render(cr.messages, cr.chat, &reasoning);
+    ids = tok->encode(prompt, /*add_special_tokens=*/false);  // the template writes BOS itself
+  } catch (const Error& e) {
+    return send_error(res, bad_request(e.what(), "messages"));
+  }
+  if (ids.empty()) return send_error(res, bad_request("the chat template rendered an empty prompt", "messages"));
+  if (!cr.max_tokens_given)  // OpenAI's default: as much as the context leaves
+    cr.params.max_tokens = std::max<int64_t>(1, loop_.engine().max_model_len() - int64_t(ids.size()));
+  const std::string id = "chatcmpl-" + std::to_string(++ids_);
+  const int64_t created = unix_now();
+  std::shared_ptr<OutputStream> stream = loop_.submit(id, "", ids, cr.params);
+  const bool want_lp = cr.logprobs;
+  json head = {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", o_.served_model_name},
+               {"system_fingerprint", fingerprint_}};
+
+  if (!cr.stream) {
+    std::optional<RequestOutput> fin;
+    while (!stream->done()) {
+      std::optional<RequestOutput> o = stream->next(1000);
+      if (o && o->finished) fin = std::move(o);
+    }
+    if (!stream->error().empty()) {
+      const std::string msg = stream->error();
+      return send_error(res, bad_request(msg, field_of(msg)));
+    }
+    if (!fin->error.empty()) return send_error(res, bad_request(fin->error, "response_format"));
+    json choices = json::array();
+    Usage usage;
+    usage.prompt = int64_t(fin->prompt_token_ids.size());
+    for (const CompletionOutput& c : fin->outputs) {
+      usage.completion += int64_t(c.token_ids.size());
+      json msg = {{"role", "assistant"}};
+      if (reasoning) {
+        ReasoningSplitter split(true);
+        std::string r, content;
+        split.feed(c.text, r, content);
+        split.finish(r, content);
+        msg["content"] = split.in_reasoning() ? json(nullptr) : json(content);
+        msg["reasoning_content"] = r;
+      } else {
+        msg["content"] = c.text;
+      }
+      choices.push_back({{"index", c.index},
+                         {"message", msg},
+                         {"logprobs", want_lp ? chat_logprobs(c.logprobs, tok) : json(nullptr)},
+                         {"finish_reason", c.finish_reason}});
+    }
+    json out = head;
+    out["choices"] = choices;
+    out["usage"] = usage.to_json();
+    return send_json(res, 200, out);
+  }
+
+  // Streaming: a first chunk per choice with the role, then content (or reasoning) deltas,
+  // the last with finish_reason, then usage when asked, then [DONE].
+  struct State {
+    std::vector<size_t> sent, sent_lp;  // per sample: text bytes, logprob positions sent
+    std::vector<ReasoningSplitter> split;
+    bool started = false;
+    Usage usage;
+  };
+  const int n = int(cr.params.n);
+  auto st = std::make_shared<State>();
+  st->sent.assign(size_t(n), 0);
+  st->sent_lp.assign(size_t(n), 0);
+  st->split.assign(size_t(n), ReasoningSplitter(reasoning));
+  head["object"] = "chat.completion.chunk";
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [st, stream, head, id, n, tok, want_lp, include_usage = cr.include_usage, this](size_t, httplib::DataSink& sink) {
+        auto send = [&](const json& j) {
+          const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+          return sink.write(s.data(), s.size());
+        };
+        auto chunk = [&](json choices) {
+          json j = head;
+          j["choices"] = std::move(choices);
+          return j;
+        };
+        if (!st->started) {
+          st->started = true;
+          json choices = json::array();
+          for (int k = 0; k < n; ++k)
+            choices.push_back({{"index", k}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                               {"finish_reason", nullptr}});
+          if (!send(chunk(choices))) return loop_.abort(id), false;
+        }
+        std::optional<RequestOutput> o = stream->next(200);
+        if (!o) {
+          if (stream->done()) {
+            const std::string err = stream->error();
+            if (!err.empty()) send(error_body(bad_request(err, field_of(err))));
+            sink.done();
+          }
+          return true;
+        }
+        if (!o->error.empty()) {
+          send(error_body(bad_request(o->error, "response_format")));
+          sink.done();
+          return true;
+        }
+        json choices = json::array();
+        for (const CompletionOutput& c : o->outputs) {
+          const size_t k = size_t(c.index);
+          std::string piece;
+          if (o->finished) piece = c.text.size() > st->sent[k] ? c.text.substr(st->sent[k]) : std::string();
+          else piece = c.text;
+          st->sent[k] += piece.size();
+          const size_t lp_from = o->finished ? std::min(st->sent_lp[k], c.logprobs.size()) : 0;
+          std::span<const PositionLogprobs> lps(c.logprobs.data() + lp_from, c.logprobs.size() - lp_from);
+          st->sent_lp[k] += lps.size();
+          std::string r, content;
+          st->split[k].feed(piece, r, content);
+          if (o->finished) st->split[k].finish(r, content);
+          json delta = json::object();
+          if (!r.empty()) delta["reasoning_content"] = r;
+          if (!content.empty()) delta["content"] = content;
+          if (delta.empty() && lps.empty() && !o->finished) continue;
+          choices.push_back({{"index", c.index},
+                             {"delta", delta},
+                             {"logprobs", want_lp ? chat_logprobs(lps, tok) : json(nullptr)},
+                             {"finish_reason", o->finished ? json(c.finish_reason) : json(nullptr)}});
+          if (o->finished) st->usage.completion += int64_t(c.token_ids.size());
+        }
+        if (!choices.empty() && !send(chunk(choices))) return loop_.abort(id), false;
+        if (o->finished) {
+          st->usage.prompt = int64_t(o->prompt_token_ids.size());
+          if (include_usage) {
+            json j = chunk(json::array());
+            j["usage"] = st->usage.to_json();
+            if (!send(j)) return false;
+          }
+          const std::string end = "data: [DONE]\n\n";
+          sink.write(end.data(), end.size());
+          sink.done();
+        }
+        return true;
+      },
+      [this, id](bool success) {
+        if (!success) loop_.abort(id);  // the client went away: free its request
       });
 }
 
@@ -416,6 +469,26 @@ void Server::metrics(httplib::Response& res) {
   metric("gannet_requests_aborted_total", "counter", "Requests aborted (client gone or asked).", s.aborted);
   metric("gannet_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", s.prompt_tokens);
   metric("gannet_generation_tokens_total", "counter", "Tokens generated by finished requests.", s.generation_tokens);
+  metric("gannet_requests_waiting", "gauge", "Requests queued, not yet scheduled.", s.waiting);
+  metric("gannet_kv_blocks_total", "gauge", "KV cache blocks.", s.kv_blocks_total);
+  metric("gannet_kv_blocks_free", "gauge", "KV cache blocks free.", s.kv_blocks_free);
+  metric("gannet_kv_blocks_used", "gauge", "KV cache blocks in use.", s.kv_blocks_total - s.kv_blocks_free);
+  metric("gannet_preemptions_total", "counter", "Sequences preempted (recomputed later).", s.preemptions);
+  auto histogram = [&](const char* name, const char* help, const Histogram& h) {
+    t += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    int64_t cum = 0;
+    char buf[64];
+    for (size_t k = 0; k < h.bounds.size(); ++k) {
+      cum += h.counts[k];
+      std::snprintf(buf, sizeof buf, "%g", h.bounds[k]);
+      t += std::string(name) + "_bucket{le=\"" + buf + "\"} " + std::to_string(cum) + "\n";
+    }
+    t += std::string(name) + "_bucket{le=\"+Inf\"} " + std::to_string(h.count) + "\n";
+    std::snprintf(buf, sizeof buf, "%.9g", h.sum);
+    t += std::string(name) + "_sum " + buf + "\n" + name + "_count " + std::to_string(h.count) + "\n";
+  };
+  histogram("gannet_time_to_first_token_seconds", "Seconds from a request's arrival to its first token.", s.ttft);
+  histogram("gannet_inter_token_latency_seconds", "Seconds between a request's generated tokens.", s.itl);
   metric("gannet_http_requests_total", "counter", "HTTP requests received.", http_requests_.load());
   metric("gannet_http_errors_total", "counter", "HTTP requests answered with an error.", http_errors_.load());
   res.set_content(t, "text/plain; version=0.0.4");
@@ -464,6 +537,9 @@ int Server::run() {
   http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req, res)) completions(req, res);
   });
+  http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    if (authorized(req, res)) chat_completions(req, res);
+  });
   http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req, res)) tokenize(req, res, false);
   });
@@ -485,6 +561,7 @@ int Server::run() {
     std::fprintf(stderr, "gannet serve: cannot listen on %s:%d\n", o_.host.c_str(), o_.port);
     return 1;
   }
+  std::fprintf(stderr, "gannet serve: chat format: %s\n", chat_.origin().c_str());
   std::printf("gannet serve: model '%s' listening on http://%s:%d\n", o_.served_model_name.c_str(), o_.host.c_str(), port);
   std::fflush(stdout);
   return http_.listen_after_bind() ? 0 : 1;
@@ -506,7 +583,8 @@ int serve(const EngineArgs& engine_args, const ServerOptions& options) {
     o.served_model_name = p.filename().string();
   }
   if (o.served_model_name.empty()) o.served_model_name = engine_args.model;
-  Server server(std::make_unique<engine::Engine>(engine_args), o);
+  ChatFormat chat = ChatFormat::load(engine_args.model, o.chat_template);
+  Server server(std::make_unique<engine::Engine>(engine_args), o, std::move(chat));
   g_server = &server;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);

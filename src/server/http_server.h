@@ -1,6 +1,7 @@
 // `gannet serve`: an OpenAI-compatible HTTP server over one engine (engine_loop.h).
 // Endpoints: GET /health, GET /v1/models, GET /metrics (Prometheus text), POST
-// /v1/completions (streaming as server-sent events), POST /tokenize, POST /detokenize.
+// /v1/completions and /v1/chat/completions (streaming as server-sent events), POST
+// /tokenize, POST /detokenize.
 // Errors are OpenAI-shaped JSON ({"error": {"message", "type", "param", "code"}}) naming
 // the field; a bad request never affects the others.
 #pragma once
@@ -20,6 +21,7 @@ struct ServerOptions {
   std::string served_model_name;  // default: the model directory's name
   size_t max_body_bytes = size_t(4) << 20;
   int http_threads = 544;       // connections served at once (512 streams and some)
+  std::string chat_template;    // a Jinja file replacing the checkpoint's chat template
 };
 
 // Loads the model and serves until SIGINT/SIGTERM. Prints "listening on http://HOST:PORT"
