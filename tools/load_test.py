@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -66,6 +67,8 @@ async def client(http, url, model, args, deadline, stats, rng):
         prompt = " ".join(rng.choice(("alpha", "beta", "gamma", "delta", "omega", "sigma")) for _ in range(words))
         body = {"model": model, "prompt": prompt, "max_tokens": rng.randint(args.output_min, args.output_max),
                 "temperature": 1.0, "stream": True, "ignore_eos": True}
+        if stats.get("requests_out") is not None:  # the same request, as a `bench throughput --dataset` line
+            stats["requests_out"].write(json.dumps({k: v for k, v in body.items() if k not in ("model", "stream")}) + "\n")
         t0 = time.monotonic()
         last = None
         tokens = 0
@@ -96,12 +99,14 @@ async def client(http, url, model, args, deadline, stats, rng):
                     tokens += 1
             stats["requests"] += 1
             stats["chunks"] += tokens
+            stats["output_tokens"] += body["max_tokens"]  # ignore_eos: exactly max_tokens each
         except (httpx.HTTPError, json.JSONDecodeError) as e:
             stats["errors"].append(f"{type(e).__name__}: {e}")
 
 
 async def run(args, url, model):
-    stats = {"ttft": [], "itl": [], "errors": [], "requests": 0, "chunks": 0}
+    stats = {"ttft": [], "itl": [], "errors": [], "requests": 0, "chunks": 0, "output_tokens": 0,
+             "requests_out": open(args.requests_out, "w") if args.requests_out else None}
     limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
     async with httpx.AsyncClient(timeout=httpx.Timeout(600.0), limits=limits) as http:
         if args.api_key:
@@ -111,6 +116,8 @@ async def run(args, url, model):
         await asyncio.gather(*(client(http, url, model, args, deadline, stats, random.Random(args.seed + i))
                                for i in range(args.clients)))
         stats["elapsed"] = time.monotonic() - t0
+    if stats["requests_out"]:
+        stats["requests_out"].close()
     return stats
 
 
@@ -130,6 +137,8 @@ def main():
     ap.add_argument("--output-max", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--requests-out", help="write every request sent as a prompts line (for `gannet bench throughput "
+                    "--dataset FILE --max-num-seqs CLIENTS`: the same requests offline)")
     ap.add_argument("server_args", nargs="*", help="after --: flags for `gannet serve`")
     args = ap.parse_args()
     if bool(args.model) == bool(args.url):
@@ -148,7 +157,11 @@ def main():
         headers = {"Authorization": "Bearer " + args.api_key} if args.api_key else {}
         model = args.served_model_name or httpx.get(url + "/v1/models", headers=headers).json()["data"][0]["id"]
         rss_before = rss_mib(pid) if pid else float("nan")
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         stats = asyncio.run(run(args, url, model))
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        # The client shares the machine with the server: its CPU time says how much it took.
+        stats["client_cpu_s"] = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
         rss_after = rss_mib(pid) if pid else float("nan")
     finally:
         if proc:
@@ -159,9 +172,11 @@ def main():
         "clients": args.clients, "seconds": round(stats["elapsed"], 1), "requests": stats["requests"],
         "requests_per_s": round(stats["requests"] / stats["elapsed"], 2),
         "output_chunks_per_s": round(stats["chunks"] / stats["elapsed"], 1),
+        "output_tokens_per_s": round(stats["output_tokens"] / stats["elapsed"], 1),
         "ttft_ms": {f"p{p}": ms(percentile(stats["ttft"], p)) for p in (50, 90, 99)},
         "itl_ms": {f"p{p}": ms(percentile(stats["itl"], p)) for p in (50, 90, 99)},
         "errors": len(stats["errors"]), "first_errors": stats["errors"][:5],
+        "client_cpu_s": round(stats["client_cpu_s"], 1),
         "rss_mib_before": round(rss_before, 1), "rss_mib_after": round(rss_after, 1),
     }
     if stats["itl"]:

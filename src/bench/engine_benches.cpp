@@ -347,7 +347,8 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   };
   int64_t longest = in_max + out_max;
   engine::Engine eng([&] {
-    EngineArgs a = engine_args(o, std::min<int64_t>(n, 256), synthetic ? longest : 0, 2048);
+    EngineArgs a = engine_args(o, o.max_num_seqs > 0 ? o.max_num_seqs : std::min<int64_t>(n, 256),
+                               synthetic ? longest : 0, 2048);
     if (!synthetic) a.max_model_len = 0;  // the dataset decides; the model's context applies
     if (!synthetic && o.kv_cache_memory == 0) a.kv_cache_memory = 0;
     return a;

@@ -55,6 +55,9 @@ struct ThroughputOptions : EngineBenchOptions {
   int64_t output_len_max = 0;
   // When not empty: the requests (text prompt, params) instead of synthetic ones.
   std::vector<std::pair<std::string, SamplingParams>> dataset;
+  // Sequences per step; 0: all requests, up to 256 (a server's concurrency is matched by
+  // giving its client count).
+  int64_t max_num_seqs = 0;
 };
 
 Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline);

@@ -32,6 +32,7 @@ const char* kUsage =
     "  prefill --model DIR [--lengths 128,512,2048] [--repeats 3]\n"
     "  throughput --model DIR [--num-prompts 64] [--input-len 128] [--output-len 64] [--dataset FILE.jsonl]\n"
     "             [--input-len-max N] [--output-len-max N]   (lengths spread over [len, max])\n"
+    "             [--max-num-seqs N]   sequences per step (default: all, up to 256)\n"
     "  grammar --suite FILE.jsonl [--tokenizer tokenizer.json] [--vocab-size N] [--write-tokens FILE]\n"
     "             JSON Schema compile and per-token mask times on a schema suite (default tokenizer:\n"
     "             assets/tokenizers/deepseek-v3, vocabulary 129280); --write-tokens saves the token\n"
@@ -90,9 +91,10 @@ int cmd_bench(const Args& args) {
           {"model", "threads", "json", "csv", "batch-sizes", "input-len", "output-len", "lengths", "repeats",
            "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max",
            "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
-           "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens"},
+           "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens", "max-num-seqs"},
           {"remeasure", "help", "force-accept"});
   if (f.has("force-accept") && which != "decode") throw UsageError("--force-accept applies to bench decode only");
+  if (f.has("max-num-seqs") && which != "throughput") throw UsageError("--max-num-seqs applies to bench throughput only");
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -216,6 +218,7 @@ int cmd_bench(const Args& args) {
     o.output_len = f.get_int("output-len", o.output_len);
     o.input_len_max = f.get_int("input-len-max", 0);
     o.output_len_max = f.get_int("output-len-max", 0);
+    o.max_num_seqs = f.get_int_in("max-num-seqs", 0, 0, 1 << 20);
     if (auto d = f.get("dataset")) {
       std::ifstream in(*d);
       if (!in) throw Error(*d + ": cannot open");

@@ -152,6 +152,7 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
   struct State {
     std::vector<std::vector<size_t>> sent;  // per prompt, per sample: text bytes sent
     std::vector<std::vector<size_t>> sent_lp;  // per prompt, per sample: logprob positions sent
+    std::vector<std::vector<size_t>> lp_offset;  // per prompt, per sample: text_offset of the next token
     std::vector<bool> done;
     Usage usage;
     bool echoed = false, finished = false;
@@ -159,6 +160,7 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
   auto st = std::make_shared<State>();
   st->sent.assign(streams.size(), std::vector<size_t>(size_t(n), 0));
   st->sent_lp = st->sent;
+  st->lp_offset = st->sent;
   st->done.assign(streams.size(), false);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -218,13 +220,13 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
             else delta = c.text;
             const size_t lp_from = o->finished ? std::min(sent_lp, c.logprobs.size()) : 0;
             std::span<const PositionLogprobs> lps(c.logprobs.data() + lp_from, c.logprobs.size() - lp_from);
-            const size_t offset = sent;
+            size_t& lp_offset = st->lp_offset[i][size_t(c.index)];
             sent += delta.size();
             sent_lp += lps.size();
             if (delta.empty() && lps.empty() && !o->finished) continue;
             json ch = {{"index", int64_t(i) * n + c.index},
                        {"text", delta},
-                       {"logprobs", want_lp ? completion_logprobs(lps, tok, offset) : json(nullptr)},
+                       {"logprobs", want_lp ? completion_logprobs(lps, tok, lp_offset, &lp_offset) : json(nullptr)},
                        {"finish_reason", o->finished ? json(c.finish_reason) : json(nullptr)}};
             choices.push_back(ch);
             if (o->finished) st->usage.completion += int64_t(c.token_ids.size());
@@ -274,8 +276,15 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     return send_error(res, bad_request(e.what(), "messages"));
   }
   if (ids.empty()) return send_error(res, bad_request("the chat template rendered an empty prompt", "messages"));
+  const int64_t ctx = loop_.engine().max_model_len();
   if (!cr.max_tokens_given)  // OpenAI's default: as much as the context leaves
-    cr.params.max_tokens = std::max<int64_t>(1, loop_.engine().max_model_len() - int64_t(ids.size()));
+    cr.params.max_tokens = std::max<int64_t>(1, ctx - int64_t(ids.size()));
+  // Refused here, before a stream starts (the engine would refuse it too, mid-stream).
+  if (int64_t(ids.size()) + cr.params.max_tokens > ctx)
+    return send_error(res, bad_request("the conversation is " + std::to_string(ids.size()) + " tokens and max_tokens " +
+                                           std::to_string(cr.params.max_tokens) + ": more than the context of " +
+                                           std::to_string(ctx) + " tokens (max_model_len)",
+                                       cr.max_tokens_given ? "max_tokens" : "messages"));
   const std::string id = "chatcmpl-" + std::to_string(++ids_);
   const int64_t created = unix_now();
   std::shared_ptr<OutputStream> stream = loop_.submit(id, "", ids, cr.params);
@@ -293,6 +302,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
       const std::string msg = stream->error();
       return send_error(res, bad_request(msg, field_of(msg)));
     }
+    if (!fin) return send_error(res, {500, "the request ended without an output", "server_error", "", ""});
     if (!fin->error.empty()) return send_error(res, bad_request(fin->error, "response_format"));
     json choices = json::array();
     Usage usage;

@@ -21,7 +21,13 @@ ApiError bad_request(std::string message, std::string param) {
   return {400, std::move(message), "invalid_request_error", std::move(param), ""};
 }
 
-std::string field_of(const std::string& message) {
+std::string field_of(const std::string& full) {
+  // The engine's messages start "request 'ID': "; the field is named after that.
+  std::string message = full;
+  if (message.starts_with("request '")) {
+    const size_t end = message.find("': ", 9);
+    if (end != std::string::npos) message = message.substr(end + 3);
+  }
   const size_t a = message.find('\'');
   if (a != std::string::npos) {
     const size_t b = message.find('\'', a + 1);

@@ -22,7 +22,8 @@ struct ApiError {
 ApiError bad_request(std::string message, std::string param = "");
 nlohmann::json error_body(const ApiError& e);
 // The field a gannet::Error message names: quoted ("'stop' must be ...") or leading
-// ("max_tokens must be >= 1, ..."); empty if none.
+// ("max_tokens must be >= 1, ..."), after the engine's leading "request 'ID': "; empty if
+// none.
 std::string field_of(const std::string& message);
 
 // One prompt of a completion request: text, or token ids.

@@ -15,6 +15,14 @@ std::string token_text(const tokenizer::Tokenizer* tok, int32_t id) {
 
 double lp_value(float lp) { return std::isfinite(lp) ? double(lp) : -9999.0; }
 
+// Characters (Unicode code points) of UTF-8 text: what text_offset counts, as OpenAI's
+// and vLLM's offsets index the text as a string. A byte that is not UTF-8 counts once.
+size_t utf8_length(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 json bytes_of(const std::string& s) {
   json b = json::array();
   for (unsigned char c : s) b.push_back(int(c));
@@ -23,7 +31,8 @@ json bytes_of(const std::string& s) {
 
 }  // namespace
 
-json completion_logprobs(std::span<const PositionLogprobs> lps, const tokenizer::Tokenizer* tok, size_t text_offset) {
+json completion_logprobs(std::span<const PositionLogprobs> lps, const tokenizer::Tokenizer* tok, size_t text_offset,
+                         size_t* end_offset) {
   json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
   size_t offset = text_offset;
   for (const PositionLogprobs& p : lps) {
@@ -37,8 +46,9 @@ json completion_logprobs(std::span<const PositionLogprobs> lps, const tokenizer:
     }
     tops.push_back(top);
     offsets.push_back(offset);
-    offset += t.size();
+    offset += utf8_length(t);
   }
+  if (end_offset) *end_offset = offset;
   return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 

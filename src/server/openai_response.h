@@ -21,9 +21,10 @@ struct Usage {
   }
 };
 
-// `text_offset`: where the first token starts in the choice's text.
+// `text_offset`: where the first token starts in the choice's text, in characters (Unicode
+// code points, as a Python string counts them); `end_offset` gets where the next would.
 nlohmann::json completion_logprobs(std::span<const PositionLogprobs> lps, const tokenizer::Tokenizer* tok,
-                                   size_t text_offset);
+                                   size_t text_offset, size_t* end_offset = nullptr);
 nlohmann::json chat_logprobs(std::span<const PositionLogprobs> lps, const tokenizer::Tokenizer* tok);
 
 }  // namespace gannet::server

@@ -1,9 +1,24 @@
 """`gannet serve` checked with the official `openai` client (and raw HTTP where a client
-cannot send what is tested): completions equal `gannet generate` for the same request,
-streaming adds up to the same text, seeds reproduce under concurrent load, stop strings,
-token-id and batched prompts, tokenize/detokenize, OpenAI-shaped errors naming the field,
-the API key, oversize bodies, and a vanished streaming client's request is aborted."""
+cannot send what is tested):
+- completions equal `gannet generate` for the same request, streaming adds up to the same
+  text, seeds reproduce under concurrent load, stop strings, token-id and batched prompts,
+  tokenize/detokenize;
+- chat completions equal `gannet generate` on the prompt that jinja2 renders from the
+  checkpoint's (DeepSeek V3) chat template the way transformers does, greedy and seeded;
+  streamed chat (role first, deltas adding up, finish_reason last, usage before [DONE]),
+  n=2 seeded and reproducible, text content parts joined by newlines, the default
+  max_tokens filling the context;
+- logprobs: completions' tokens / token_logprobs / top_logprobs / text_offset equal to
+  `gannet generate`'s values and the same when streamed; chat's content entries with
+  bytes and top_logprobs;
+- OpenAI-shaped errors naming the field (completions and chat), the API key, oversize
+  bodies, the server serving on afterwards;
+- /metrics: TTFT and inter-token latency histograms (cumulative, +Inf = count), KV blocks,
+  waiting requests, preemptions;
+- a vanished streaming client's request (completions and chat) is aborted and its KV
+  blocks freed."""
 import json
+import pathlib
 import socket
 import subprocess
 import threading
@@ -11,10 +26,12 @@ import time
 import urllib.error
 import urllib.request
 
+import jinja2.ext
+import jinja2.sandbox
 import openai
 import pytest
 
-from conftest import gannet_bin, run
+from conftest import ROOT, gannet_bin, run
 
 KEY = "test-key"
 
@@ -72,8 +89,9 @@ def server(model):
 
 
 def generate(model, prompt, **params):
-    """`gannet generate` on one prompts-file line: the reference for the server's output."""
-    line = json.dumps({"prompt": prompt, **params})
+    """`gannet generate` on one prompts-file line (prompt text, or token ids when a list):
+    the reference for the server's output."""
+    line = json.dumps({"prompt_token_ids" if isinstance(prompt, list) else "prompt": prompt, **params})
     p = run(["generate", "--model", str(model), "--prompts", "/dev/stdin", "--json", "--threads", "1",
              "--max-model-len", "256"], input=line + "\n")
     return json.loads(p.stdout.splitlines()[0])
@@ -167,6 +185,7 @@ def test_errors_name_the_field(server):
     with pytest.raises(openai.BadRequestError) as e:
         c.completions.create(model="llama-tiny", prompt="word " * 300, max_tokens=2)
     assert "context" in e.value.body["message"] or "max_model_len" in e.value.body["message"]
+    assert e.value.body["param"] in (None, "prompt", "max_tokens"), e.value.body
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0).models.list()
     # Fields the server does not honour are refused by name; 'user' changes nothing.
@@ -187,13 +206,274 @@ def test_errors_name_the_field(server):
     assert c.completions.create(model="llama-tiny", prompt="Hello", max_tokens=2, temperature=0).choices[0].text
 
 
+# --- chat completions -------------------------------------------------------------------
+
+CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello there"},
+        {"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Tell me a story"}]
+
+
+def render_chat(messages):
+    """The DeepSeek V3 template rendered as transformers' apply_chat_template renders it."""
+    config = json.loads((ROOT / "assets" / "tokenizers" / "deepseek-v3" / "tokenizer_config.json").read_text())
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                       extensions=[jinja2.ext.loopcontrols])
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(config["chat_template"]).render(
+        messages=messages, add_generation_prompt=True, bos_token="<｜begin▁of▁sentence｜>",
+        eos_token="<｜end▁of▁sentence｜>")
+
+
+def chat_ids(server, messages):
+    status, body = server.raw("POST", "/tokenize", {"prompt": render_chat(messages), "add_special_tokens": False})
+    assert status == 200, body
+    return body["tokens"]
+
+
+def sse_events(text):
+    """The `data:` payloads of a server-sent event stream, in order."""
+    return [e[len("data: "):] for e in text.split("\n\n") if e.startswith("data: ")]
+
+
+def test_chat_equals_generate_on_the_rendered_template(server, model):
+    template = json.loads((pathlib.Path(model) / "tokenizer_config.json").read_text())["chat_template"]
+    assert template == json.loads(
+        (ROOT / "assets" / "tokenizers" / "deepseek-v3" / "tokenizer_config.json").read_text())["chat_template"]
+    ids = chat_ids(server, CHAT)
+    assert ids[0] == 0  # the template writes BOS itself
+    for params in ({"max_tokens": 12, "temperature": 0}, {"max_tokens": 10, "temperature": 0.8, "seed": 7}):
+        r = server.client.chat.completions.create(model="llama-tiny", messages=CHAT, **params)
+        ref = generate(model, ids, **params)
+        assert r.usage.prompt_tokens == len(ids)
+        assert r.choices[0].message.role == "assistant"
+        assert r.choices[0].message.content == ref["text"]
+        assert r.choices[0].finish_reason == ref["finish_reason"]
+        assert r.usage.completion_tokens == len(ref["token_ids"])
+        assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+        assert r.object == "chat.completion" and r.id.startswith("chatcmpl-")
+        assert r.system_fingerprint.startswith("gannet-")
+
+
+def test_chat_streaming_adds_up_to_the_same_message(server):
+    kw = dict(model="llama-tiny", messages=CHAT, max_tokens=16, temperature=0)
+    full = server.client.chat.completions.create(**kw)
+    chunks = list(server.client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kw))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert all(c.object == "chat.completion.chunk" and c.id == chunks[0].id for c in chunks)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == full.choices[0].message.content
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] == full.choices[0].finish_reason and all(f is None for f in finishes[:-1])
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == full.usage.completion_tokens
+    assert chunks[-1].usage.prompt_tokens == full.usage.prompt_tokens
+    # On the wire: the usage chunk, then [DONE] last.
+    status, body = server.raw("POST", "/v1/chat/completions",
+                              {**kw, "stream": True, "stream_options": {"include_usage": True}})
+    assert status == 200
+    events = sse_events(body)
+    assert events[-1] == "[DONE]"
+    usage = json.loads(events[-2])
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == full.usage.completion_tokens
+    assert all(json.loads(e)["choices"] for e in events[:-2])
+    # Without include_usage there is no usage chunk.
+    status, body = server.raw("POST", "/v1/chat/completions", {**kw, "stream": True})
+    events = sse_events(body)
+    assert events[-1] == "[DONE]" and all(json.loads(e)["choices"] for e in events[:-1])
+
+
+def test_chat_n2_seeded_reproduces(server):
+    kw = dict(model="llama-tiny", messages=CHAT, max_tokens=8, temperature=1.0, n=2, seed=123)
+    first = server.client.chat.completions.create(**kw)
+    second = server.client.chat.completions.create(**kw)
+    assert [c.index for c in first.choices] == [0, 1]
+    assert [c.message.content for c in first.choices] == [c.message.content for c in second.choices]
+    assert first.usage.completion_tokens <= 2 * 8 and first.usage.prompt_tokens == len(chat_ids(server, CHAT))
+    # Streamed, each choice adds up to its message.
+    streamed = {0: "", 1: ""}
+    for c in server.client.chat.completions.create(stream=True, **kw):
+        for ch in c.choices:
+            streamed[ch.index] += ch.delta.content or ""
+    assert [streamed[0], streamed[1]] == [c.message.content for c in first.choices]
+
+
+def test_chat_text_parts_are_joined_by_newlines(server):
+    kw = dict(model="llama-tiny", max_tokens=6, temperature=0)
+    parts = server.client.chat.completions.create(
+        messages=[{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}], **kw)
+    joined = server.client.chat.completions.create(messages=[{"role": "user", "content": "a\nb"}], **kw)
+    assert parts.choices[0].message.content == joined.choices[0].message.content
+    assert parts.usage.prompt_tokens == joined.usage.prompt_tokens == len(
+        chat_ids(server, [{"role": "user", "content": "a\nb"}]))
+    status, body = server.raw("POST", "/v1/chat/completions", {
+        "model": "llama-tiny", "max_tokens": 2,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
+                                                  {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]})
+    assert status == 400 and body["error"]["param"] == "messages", body
+
+
+def test_chat_errors_name_the_field(server):
+    ok = {"model": "llama-tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+    cases = (
+        ({k: v for k, v in ok.items() if k != "messages"}, "messages"),
+        ({**ok, "messages": []}, "messages"),
+        ({**ok, "messages": [{"role": "robot", "content": "Hi"}]}, "messages"),
+        ({**ok, "top_logprobs": 2}, "top_logprobs"),
+        ({**ok, "logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+        ({**ok, "max_tokens": 3, "max_completion_tokens": 4}, ("max_tokens", "max_completion_tokens")),
+        ({**ok, "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+        ({**ok, "prompt": "Hi"}, "prompt"),
+        ({**ok, "frobnicate": 1}, "frobnicate"),
+        ({**ok, "temperature": -1}, "temperature"),
+        ({**ok, "stream_options": {"include_usage": True}}, "stream_options"),
+    )
+    for body, param in cases:
+        status, got = server.raw("POST", "/v1/chat/completions", body)
+        params = param if isinstance(param, tuple) else (param,)
+        assert status == 400 and got["error"]["param"] in params, (body, got)
+        assert got["error"]["type"] == "invalid_request_error" and got["error"]["message"]
+    # Beyond the context (refused by the engine): the error names no request id as its field.
+    status, got = server.raw("POST", "/v1/chat/completions", {**ok, "max_tokens": 1000})
+    assert status == 400 and "context" in got["error"]["message"], got
+    assert got["error"]["param"] in (None, "messages", "max_tokens"), got
+    # Streamed, it is refused before the stream starts (a 400, not an error event in a 200).
+    status, got = server.raw("POST", "/v1/chat/completions", {**ok, "max_tokens": 1000, "stream": True})
+    assert status == 400 and got["error"]["param"] == "max_tokens", got
+    status, got = server.raw("POST", "/v1/chat/completions", {**ok, "model": "no-such-model"})
+    assert status == 404 and got["error"]["param"] == "model"
+    status, got = server.raw("POST", "/v1/chat/completions", ok, key="wrong")
+    assert status == 401
+    status, got = server.raw("POST", "/v1/chat/completions", ok, key=None)
+    assert status == 401
+    # The same value under both names, an empty tool list and tool_choice "none" are fine.
+    for extra in ({"max_completion_tokens": 2}, {"tools": [], "tool_choice": "none"}):
+        status, got = server.raw("POST", "/v1/chat/completions", {**ok, **extra})
+        assert status == 200 and got["usage"]["completion_tokens"] <= 2, (extra, got)
+    # Nothing above disturbed the server.
+    r = server.client.chat.completions.create(model="llama-tiny", messages=ok["messages"], max_tokens=2, temperature=0)
+    assert r.choices[0].message.content
+
+
+def test_chat_default_max_tokens_fills_the_context(server):
+    # The fixture's --max-model-len is 256; ignore_eos keeps the output to the full length.
+    r = server.client.chat.completions.create(model="llama-tiny", messages=[{"role": "user", "content": "Go on"}],
+                                              temperature=0, extra_body={"ignore_eos": True})
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 256 - r.usage.prompt_tokens
+
+
+# --- logprobs ---------------------------------------------------------------------------
+
+def test_completion_logprobs_equal_generate(server, model):
+    kw = dict(model="llama-tiny", prompt="The quick brown fox", max_tokens=8, temperature=0, logprobs=2)
+    r = server.client.completions.create(**kw)
+    lp = r.choices[0].logprobs
+    count = r.usage.completion_tokens
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == count
+    assert all(isinstance(d, dict) and 1 <= len(d) <= 2 for d in lp.top_logprobs)
+    ref = generate(model, "The quick brown fox", max_tokens=8, temperature=0, logprobs=2)
+    assert len(ref["logprobs"]) == count
+    assert lp.token_logprobs == [p["logprob"] for p in ref["logprobs"]]
+    for tok, value, top, p in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs, ref["logprobs"]):
+        assert top[tok] == value  # greedy: the chosen token is the most likely
+        assert set(top.values()) <= {v for _, v in p["top"]}
+    text = r.choices[0].text
+    assert "".join(lp.tokens) == text
+    # text_offset: where each token starts in the text.
+    for tok, off in zip(lp.tokens, lp.text_offset):
+        assert text[off:off + len(tok)] == tok, (lp.tokens, lp.text_offset, text)
+    # Streamed, the per-chunk lists add up to the same.
+    tokens, token_lps, tops, offsets = [], [], [], []
+    for c in server.client.completions.create(stream=True, **kw):
+        if c.choices and c.choices[0].logprobs:
+            tokens += c.choices[0].logprobs.tokens
+            token_lps += c.choices[0].logprobs.token_logprobs
+            tops += c.choices[0].logprobs.top_logprobs
+            offsets += c.choices[0].logprobs.text_offset
+    assert tokens == lp.tokens and token_lps == lp.token_logprobs and tops == lp.top_logprobs
+    assert offsets == lp.text_offset
+    # echo cannot go with logprobs.
+    status, body = server.raw("POST", "/v1/completions", {"model": "llama-tiny", "prompt": "x", "max_tokens": 2,
+                                                          "logprobs": 1, "echo": True})
+    assert status == 400 and body["error"]["param"] == "echo", body
+
+
+def test_chat_logprobs(server, model):
+    r = server.client.chat.completions.create(model="llama-tiny", messages=CHAT, max_tokens=8, temperature=0,
+                                              logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    for e in content:
+        assert e.bytes == list(e.token.encode())
+        assert len(e.top_logprobs) == 3
+        assert e.logprob == e.top_logprobs[0].logprob  # greedy: the chosen token is the most likely
+        assert e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob
+        assert all(t.bytes == list(t.token.encode()) for t in e.top_logprobs)
+    assert "".join(e.token for e in content) == r.choices[0].message.content
+    ref = generate(model, chat_ids(server, CHAT), max_tokens=8, temperature=0, logprobs=3)
+    assert [e.logprob for e in content] == [p["logprob"] for p in ref["logprobs"]]
+    assert [[t.logprob for t in e.top_logprobs] for e in content] == [[v for _, v in p["top"]] for p in ref["logprobs"]]
+    # logprobs without top_logprobs: the chosen tokens only.
+    plain = server.client.chat.completions.create(model="llama-tiny", messages=CHAT, max_tokens=8, temperature=0,
+                                                  logprobs=True)
+    assert [e.logprob for e in plain.choices[0].logprobs.content] == [e.logprob for e in content]
+    assert all(e.top_logprobs == [] for e in plain.choices[0].logprobs.content)
+    # Streamed, the per-chunk entries add up to the same.
+    streamed = []
+    for c in server.client.chat.completions.create(model="llama-tiny", messages=CHAT, max_tokens=8, temperature=0,
+                                                   logprobs=True, top_logprobs=3, stream=True):
+        if c.choices and c.choices[0].logprobs:
+            streamed += c.choices[0].logprobs.content
+    assert [e.model_dump() for e in streamed] == [e.model_dump() for e in content]
+
+
+# --- metrics ----------------------------------------------------------------------------
+
+def metric_values(server):
+    """/metrics as {name or name{labels}: value}."""
+    status, text = server.raw("GET", "/metrics")
+    assert status == 200
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_metrics(server):
+    before = metric_values(server)
+    requests = 3
+    for i in range(requests):
+        server.client.completions.create(model="llama-tiny", prompt=f"Count {i}", max_tokens=4, temperature=0)
+    m = metric_values(server)
+    for name in ("gannet_time_to_first_token_seconds", "gannet_inter_token_latency_seconds"):
+        buckets = [(k, v) for k, v in m.items() if k.startswith(name + "_bucket{")]
+        assert buckets and buckets[-1][0] == name + '_bucket{le="+Inf"}'
+        bounds = [float(k.split('le="')[1].rstrip('"}')) for k, _ in buckets[:-1]]
+        assert bounds == sorted(bounds)
+        counts = [v for _, v in buckets]
+        assert counts == sorted(counts), (name, counts)  # cumulative
+        assert counts[-1] == m[name + "_count"] and m[name + "_sum"] >= 0
+    assert m["gannet_time_to_first_token_seconds_count"] >= requests
+    assert m["gannet_time_to_first_token_seconds_count"] - before["gannet_time_to_first_token_seconds_count"] >= requests
+    assert m["gannet_inter_token_latency_seconds_count"] > before["gannet_inter_token_latency_seconds_count"] >= 0
+    assert m["gannet_kv_blocks_total"] > 0 and m["gannet_kv_blocks_used"] >= 0
+    assert m["gannet_kv_blocks_used"] + m["gannet_kv_blocks_free"] == m["gannet_kv_blocks_total"]
+    assert m["gannet_requests_waiting"] >= 0 and m["gannet_preemptions_total"] >= 0
+    assert m["gannet_requests_total"] - before["gannet_requests_total"] >= requests
+
+
 def test_vanished_streaming_client_is_aborted(model):
     # The model's whole context (a request that runs for seconds), a name of its own, one
     # HTTP thread per connection the test opens.
     server = Server(model, "--served-model-name", "custom", "--http-threads", "4")
     try:
         assert [m.id for m in server.client.models.list().data] == ["custom"]
-        vanish(server, "custom")
+        vanish(server, "/v1/completions", {"model": "custom", "prompt": "Go"})
+        vanish(server, "/v1/chat/completions", {"model": "custom", "messages": [{"role": "user", "content": "Go"}]})
     finally:
         server.stop()
 
@@ -206,12 +486,14 @@ def test_bad_serve_flags_are_refused_by_name(model):
         assert p.returncode == 2 and named in p.stderr, (flags, p.stderr)
 
 
-def vanish(server, name):
+def vanish(server, path, body):
+    """Streams `body` (a long request) to `path`, closes the socket after the first event and
+    waits for the server to count the abort and free the request's KV blocks."""
     host, port = server.url.split("//")[1].split(":")
-    body = json.dumps({"model": name, "prompt": "Go", "max_tokens": 4000, "temperature": 0, "stream": True,
-                       "ignore_eos": True})
+    before = metric_values(server)["gannet_requests_aborted_total"]
+    body = json.dumps({**body, "max_tokens": 4000, "temperature": 0, "stream": True, "ignore_eos": True})
     s = socket.create_connection((host, int(port)))
-    s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY +
+    s.sendall(("POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY +
                "\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)) + "\r\n\r\n" + body).encode())
     s.settimeout(60)
     got = b""
@@ -222,10 +504,11 @@ def vanish(server, name):
     s.close()
     deadline = time.time() + 60
     while time.time() < deadline:
-        metrics = server.raw("GET", "/metrics")[1]
-        values = dict(l.split(" ") for l in metrics.splitlines() if l and not l.startswith("#"))
-        if int(values["gannet_requests_aborted_total"]) >= 1 and int(values["gannet_requests_running"]) == 0:
+        values = metric_values(server)
+        if (values["gannet_requests_aborted_total"] >= before + 1 and values["gannet_requests_running"] == 0
+                and values["gannet_kv_blocks_used"] == 0):
             break
         time.sleep(0.2)
     else:
-        raise AssertionError("the request of a closed connection was not aborted:\n" + metrics)
+        raise AssertionError(f"the request of a closed connection to {path} was not aborted:\n" +
+                             server.raw("GET", "/metrics")[1])
