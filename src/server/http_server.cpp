@@ -510,6 +510,9 @@ int Server::run() {
   // Clients keep their connections for many requests (the library's default closes one
   // after 5). Idle ones still close after 5 s, which also bounds how long a stop waits.
   http_.set_keep_alive_max_count(1 << 20);
+  // Responses go out in several small writes (headers, body, one per streamed chunk): with
+  // Nagle's algorithm each waits for the client's delayed ACK, ~40 ms a request.
+  http_.set_tcp_nodelay(true);
   http_.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
     ++http_requests_;
     return httplib::Server::HandlerResponse::Unhandled;
