@@ -35,6 +35,21 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_body(e)); }
 
+// A stream with nothing to say for this long gets an SSE comment (": keep-alive"), which
+// clients ignore: a request queued behind hundreds of others keeps its connection through
+// clients' and proxies' read timeouts.
+constexpr std::chrono::seconds kKeepAlive{15};
+
+// Writes an SSE keep-alive comment when `last` is older than kKeepAlive; false when the
+// client is gone.
+bool keep_alive(httplib::DataSink& sink, std::chrono::steady_clock::time_point& last) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last < kKeepAlive) return true;
+  last = now;
+  static const std::string comment = ": keep-alive\n\n";
+  return sink.write(comment.data(), comment.size());
+}
+
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -156,6 +171,7 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
     std::vector<bool> done;
     Usage usage;
     bool echoed = false, finished = false;
+    std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
   };
   auto st = std::make_shared<State>();
   st->sent.assign(streams.size(), std::vector<size_t>(size_t(n), 0));
@@ -168,6 +184,7 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
       [st, streams, head, cr, n, abort_all, tok, want_lp](size_t, httplib::DataSink& sink) {
         auto send = [&](const json& j) {
           const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+          st->last_write = std::chrono::steady_clock::now();
           return sink.write(s.data(), s.size());
         };
         auto chunk = [&](json choices) {
@@ -246,7 +263,9 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
           const std::string end = "data: [DONE]\n\n";
           sink.write(end.data(), end.size());
           sink.done();
+          return true;
         }
+        if (!keep_alive(sink, st->last_write)) return abort_all(), false;
         return true;
       },
       [abort_all](bool success) {
@@ -338,6 +357,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     std::vector<ReasoningSplitter> split;
     bool started = false;
     Usage usage;
+    std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
   };
   const int n = int(cr.params.n);
   auto st = std::make_shared<State>();
@@ -351,6 +371,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
       [st, stream, head, id, n, tok, want_lp, include_usage = cr.include_usage, this](size_t, httplib::DataSink& sink) {
         auto send = [&](const json& j) {
           const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+          st->last_write = std::chrono::steady_clock::now();
           return sink.write(s.data(), s.size());
         };
         auto chunk = [&](json choices) {
@@ -372,7 +393,9 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
             const std::string err = stream->error();
             if (!err.empty()) send(error_body(bad_request(err, field_of(err))));
             sink.done();
+            return true;
           }
+          if (!keep_alive(sink, st->last_write)) return loop_.abort(id), false;
           return true;
         }
         if (!o->error.empty()) {
