@@ -54,11 +54,10 @@ DATE = "01 Dec 2026"
 
 
 def tokenizer_json_path() -> pathlib.Path:
-    """The DeepSeek-V3 tokenizer.json: the repository's copy, else the one in shared/."""
-    for path in (ROOT / "assets" / "tokenizers" / "deepseek-v3" / "tokenizer.json",
-                 pathlib.Path("/work/shared/data/tokenizers/deepseek-v3/tokenizer.json")):
-        if path.is_file():
-            return path
+    """The repository's DeepSeek-V3 tokenizer.json."""
+    path = ROOT / "assets" / "tokenizers" / "deepseek-v3" / "tokenizer.json"
+    if path.is_file():
+        return path
     sys.exit("no DeepSeek-V3 tokenizer.json found (assets/tokenizers/deepseek-v3/)")
 
 

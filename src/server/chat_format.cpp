@@ -19,17 +19,8 @@ ChatFormat ChatFormat::load(const std::string& model_dir, const std::string& tem
     if (!in) fail("--chat-template ", template_file, ": cannot read the file");
     std::stringstream ss;
     ss << in.rdbuf();
-    nlohmann::ordered_json special = nlohmann::ordered_json::object();
     // The checkpoint's special tokens still apply to a template given by file.
-    const std::string cfg = tokenizer::join_path(model_dir, "tokenizer_config.json");
-    if (tokenizer::file_exists(cfg)) {
-      const nlohmann::json c = tokenizer::read_json_file(cfg);
-      for (const char* k : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
-        if (!c.contains(k)) continue;
-        if (c[k].is_string()) special[k] = c[k];
-        else if (c[k].is_object() && c[k].contains("content") && c[k]["content"].is_string()) special[k] = c[k]["content"];
-      }
-    }
+    const nlohmann::ordered_json special = tokenizer::chat_special_tokens(model_dir);
     try {
       f.jinja_.emplace(ss.str(), special);
     } catch (const Error& e) {

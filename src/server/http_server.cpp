@@ -50,6 +50,26 @@ bool keep_alive(httplib::DataSink& sink, std::chrono::steady_clock::time_point& 
   return sink.write(comment.data(), comment.size());
 }
 
+// One server-sent event "data: JSON"; `last` records the write for keep_alive.
+bool send_event(httplib::DataSink& sink, const json& j, std::chrono::steady_clock::time_point& last) {
+  const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  last = std::chrono::steady_clock::now();
+  return sink.write(s.data(), s.size());
+}
+
+void send_done(httplib::DataSink& sink) {
+  static const std::string end = "data: [DONE]\n\n";
+  sink.write(end.data(), end.size());
+  sink.done();
+}
+
+// A stream chunk: the response's head fields plus these choices.
+json with_choices(const json& head, json choices) {
+  json j = head;
+  j["choices"] = std::move(choices);
+  return j;
+}
+
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -182,16 +202,8 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
   res.set_chunked_content_provider(
       "text/event-stream",
       [st, streams, head, cr, n, abort_all, tok, want_lp](size_t, httplib::DataSink& sink) {
-        auto send = [&](const json& j) {
-          const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-          st->last_write = std::chrono::steady_clock::now();
-          return sink.write(s.data(), s.size());
-        };
-        auto chunk = [&](json choices) {
-          json j = head;
-          j["choices"] = std::move(choices);
-          return j;
-        };
+        auto send = [&](const json& j) { return send_event(sink, j, st->last_write); };
+        auto chunk = [&](json choices) { return with_choices(head, std::move(choices)); };
         if (!st->echoed) {
           st->echoed = true;
           if (cr.echo) {
@@ -260,9 +272,7 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
             j["usage"] = st->usage.to_json();
             if (!send(j)) return false;
           }
-          const std::string end = "data: [DONE]\n\n";
-          sink.write(end.data(), end.size());
-          sink.done();
+          send_done(sink);
           return true;
         }
         if (!keep_alive(sink, st->last_write)) return abort_all(), false;
@@ -369,16 +379,8 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   res.set_chunked_content_provider(
       "text/event-stream",
       [st, stream, head, id, n, tok, want_lp, include_usage = cr.include_usage, this](size_t, httplib::DataSink& sink) {
-        auto send = [&](const json& j) {
-          const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-          st->last_write = std::chrono::steady_clock::now();
-          return sink.write(s.data(), s.size());
-        };
-        auto chunk = [&](json choices) {
-          json j = head;
-          j["choices"] = std::move(choices);
-          return j;
-        };
+        auto send = [&](const json& j) { return send_event(sink, j, st->last_write); };
+        auto chunk = [&](json choices) { return with_choices(head, std::move(choices)); };
         if (!st->started) {
           st->started = true;
           json choices = json::array();
@@ -434,9 +436,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
             j["usage"] = st->usage.to_json();
             if (!send(j)) return false;
           }
-          const std::string end = "data: [DONE]\n\n";
-          sink.write(end.data(), end.size());
-          sink.done();
+          send_done(sink);
         }
         return true;
       },

@@ -42,7 +42,28 @@ std::string field_of(const std::string& full) {
 // other field goes through the same parser as `generate` lines (unknown fields refused).
 namespace {
 void check_model(const ojson& v, const std::string& served_name);
+
+// "stream" and "stream_options" ({"include_usage": bool}), alike in both APIs.
+void stream_field(const std::string& k, const ojson& v, bool& stream, bool& include_usage) {
+  if (k == "stream") {
+    if (!v.is_boolean()) throw bad_request("'stream' must be true or false", "stream");
+    stream = v.get<bool>();
+    return;
+  }
+  if (v.is_null()) return;
+  if (!v.is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
+  for (auto f = v.begin(); f != v.end(); ++f) {
+    if (f.key() != "include_usage" || !f.value().is_boolean())
+      throw bad_request("'stream_options' takes only 'include_usage' (true or false)", "stream_options");
+    include_usage = f.value().get<bool>();
+  }
 }
+
+void check_stream_options(const ojson& body, bool stream) {
+  if (!stream && body.contains("stream_options") && !body["stream_options"].is_null())
+    throw bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
+}
+}  // namespace
 
 CompletionRequest parse_completion(const ojson& body, const std::string& served_name) {
   if (!body.is_object()) throw bad_request("the request body must be a JSON object");
@@ -78,17 +99,8 @@ CompletionRequest parse_completion(const ojson& body, const std::string& served_
       } else {
         throw bad_request("'prompt' must be a string, a list of strings, a list of token ids or a list of such lists", "prompt");
       }
-    } else if (k == "stream") {
-      if (!v.is_boolean()) throw bad_request("'stream' must be true or false", "stream");
-      r.stream = v.get<bool>();
-    } else if (k == "stream_options") {
-      if (v.is_null()) continue;
-      if (!v.is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
-      for (auto f = v.begin(); f != v.end(); ++f) {
-        if (f.key() != "include_usage" || !f.value().is_boolean())
-          throw bad_request("'stream_options' takes only 'include_usage' (true or false)", "stream_options");
-        r.include_usage = f.value().get<bool>();
-      }
+    } else if (k == "stream" || k == "stream_options") {
+      stream_field(k, v, r.stream, r.include_usage);
     } else if (k == "echo") {
       if (!v.is_boolean()) throw bad_request("'echo' must be true or false", "echo");
       r.echo = v.get<bool>();
@@ -108,8 +120,7 @@ CompletionRequest parse_completion(const ojson& body, const std::string& served_
     }
   }
   if (!have_prompt) throw bad_request("missing 'prompt'", "prompt");
-  if (r.stream == false && body.contains("stream_options") && !body["stream_options"].is_null())
-    throw bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
+  check_stream_options(body, r.stream);
   for (const Prompt& p : r.prompts)
     if (p.ids.empty() && p.text.empty()) throw bad_request("the prompt is empty", "prompt");
   SamplingParams defaults;
@@ -204,17 +215,8 @@ ChatRequest parse_chat(const ojson& body, const std::string& served_name) {
       have_messages = true;
       if (!v.is_array() || v.empty()) throw bad_request("'messages' must be a non-empty list of messages", "messages");
       for (size_t i = 0; i < v.size(); ++i) r.messages.push_back(normalize_message(v[i], i));
-    } else if (k == "stream") {
-      if (!v.is_boolean()) throw bad_request("'stream' must be true or false", "stream");
-      r.stream = v.get<bool>();
-    } else if (k == "stream_options") {
-      if (v.is_null()) continue;
-      if (!v.is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
-      for (auto f = v.begin(); f != v.end(); ++f) {
-        if (f.key() != "include_usage" || !f.value().is_boolean())
-          throw bad_request("'stream_options' takes only 'include_usage' (true or false)", "stream_options");
-        r.include_usage = f.value().get<bool>();
-      }
+    } else if (k == "stream" || k == "stream_options") {
+      stream_field(k, v, r.stream, r.include_usage);
     } else if (k == "max_tokens" || k == "max_completion_tokens") {
       if (v.is_null()) continue;
       if (rest.contains("max_tokens") && rest["max_tokens"] != v)
@@ -253,8 +255,7 @@ ChatRequest parse_chat(const ojson& body, const std::string& served_name) {
     }
   }
   if (!have_messages) throw bad_request("missing 'messages'", "messages");
-  if (!r.stream && body.contains("stream_options") && !body["stream_options"].is_null())
-    throw bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
+  check_stream_options(body, r.stream);
   if (top_logprobs >= 0 && !r.logprobs)
     throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
   if (r.logprobs) rest["logprobs"] = top_logprobs < 0 ? 0 : top_logprobs;

@@ -52,16 +52,29 @@ nlohmann::ordered_json transformers_messages(const nlohmann::ordered_json& messa
   return out;
 }
 
+nlohmann::ordered_json special_of(const nlohmann::json& cfg) {
+  nlohmann::ordered_json special = nlohmann::ordered_json::object();
+  for (const char* k : {"bos_token", "eos_token", "unk_token", "pad_token"})
+    if (auto t = token_text(cfg, k)) special[k] = *t;
+  return special;
+}
+
 }  // namespace
+
+nlohmann::ordered_json chat_special_tokens(const std::string& dir) {
+  const std::string cfg_path = join_path(dir, "tokenizer_config.json");
+  if (!file_exists(cfg_path)) return nlohmann::ordered_json::object();
+  const nlohmann::json cfg = read_json_file(cfg_path);
+  if (!cfg.is_object()) fail(cfg_path, ": expected a JSON object");
+  return special_of(cfg);
+}
 
 std::optional<ChatTemplate> ChatTemplate::from_dir(const std::string& dir) {
   const std::string cfg_path = join_path(dir, "tokenizer_config.json");
   nlohmann::json cfg = nlohmann::json::object();
   if (file_exists(cfg_path)) cfg = read_json_file(cfg_path);
   if (!cfg.is_object()) fail(cfg_path, ": expected a JSON object");
-  nlohmann::ordered_json special = nlohmann::ordered_json::object();
-  for (const char* k : {"bos_token", "eos_token", "unk_token", "pad_token"})
-    if (auto t = token_text(cfg, k)) special[k] = *t;
+  const nlohmann::ordered_json special = special_of(cfg);
 
   std::string source, origin;
   const std::string jinja_path = join_path(dir, "chat_template.jinja");

@@ -50,6 +50,10 @@ class ChatTemplate {
   nlohmann::ordered_json special_;
 };
 
+// The special-token variables a template sees (bos_token, eos_token, unk_token, pad_token),
+// from `dir`/tokenizer_config.json; empty without one.
+nlohmann::ordered_json chat_special_tokens(const std::string& dir);
+
 // The built-in DeepSeek-V4 chat format (the DeepSeek V3.1 / V3.2 layout V4 keeps):
 //   <｜begin▁of▁sentence｜>{system prompts, joined by blank lines}
 //   <｜User｜>{user}<｜Assistant｜></think>{earlier answer}<｜end▁of▁sentence｜> ...

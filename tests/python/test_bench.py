@@ -86,6 +86,12 @@ def test_throughput_synthetic_and_dataset(bench_env, tiny_models, tmp_path):
     run_bench(bench_env, ["throughput", "--model", str(tiny_models["llama"]), "--dataset", str(ds), "--json", str(out)])
     r = json.loads(out.read_text())["rows"][0]
     assert r["requests"] == 4 and r["output_tokens"] == 12
+    # --max-num-seqs 1: the same requests one at a time, so each step holds one sequence
+    # and the run takes at least one step per output token.
+    run_bench(bench_env, ["throughput", "--model", str(tiny_models["llama"]), "--dataset", str(ds), "--max-num-seqs", "1",
+                          "--json", str(out)])
+    r1 = json.loads(out.read_text())["rows"][0]
+    assert r1["requests"] == 4 and r1["output_tokens"] == 12 and r1["steps"] >= 12 > r["steps"]
 
 
 def test_bench_usage_errors(gannet):
@@ -93,6 +99,8 @@ def test_bench_usage_errors(gannet):
     assert p.returncode == 2 and "unknown bench 'sideways'" in p.stderr
     p = gannet(["bench", "decode", "--model", "/nonexistent", "--batch-sizes", "1,x"], check=False)
     assert p.returncode == 2 and "--batch-sizes expects an integer" in p.stderr
+    p = gannet(["bench", "decode", "--model", "/nonexistent", "--max-num-seqs", "4"], check=False)
+    assert p.returncode == 2 and "--max-num-seqs applies to bench throughput only" in p.stderr
 
 
 def test_throughput_length_ranges_and_async_flag(bench_env, tiny_models, gannet):

@@ -512,3 +512,38 @@ def vanish(server, path, body):
     else:
         raise AssertionError(f"the request of a closed connection to {path} was not aborted:\n" +
                              server.raw("GET", "/metrics")[1])
+
+
+def test_chat_template_flag_and_template_fields_are_honoured(model, tmp_path):
+    """--chat-template replaces the checkpoint's template; add_generation_prompt and
+    chat_template_kwargs reach it; an empty, missing or broken template file is refused by name."""
+    tmpl = tmp_path / "t.jinja"
+    tmpl.write_text("{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+                    "{% if greeting is defined %}{{ greeting }}{% endif %}{% if add_generation_prompt %}[assistant]{% endif %}")
+    server = Server(model, "--chat-template", str(tmpl))
+    try:
+        msgs = [{"role": "user", "content": "Hi"}]
+
+        def prompt_ids(text):
+            status, got = server.raw("POST", "/tokenize", {"prompt": text, "add_special_tokens": False})
+            assert status == 200, got
+            return got["tokens"]
+
+        def chat(**extra):
+            status, got = server.raw("POST", "/v1/chat/completions",
+                                     {"messages": msgs, "max_tokens": 2, "temperature": 0, **extra})
+            assert status == 200, got
+            return got["usage"]["prompt_tokens"]
+
+        bos = "<｜begin▁of▁sentence｜>"
+        assert chat() == len(prompt_ids(bos + "[user]Hi[assistant]"))
+        assert chat(add_generation_prompt=False) == len(prompt_ids(bos + "[user]Hi"))
+        assert chat(chat_template_kwargs={"greeting": " hello there"}) == len(prompt_ids(bos + "[user]Hi hello there[assistant]"))
+    finally:
+        server.stop()
+    bad = tmp_path / "bad.jinja"
+    bad.write_text("{% if %}")
+    for flags in (["--chat-template", ""], ["--chat-template", str(tmp_path / "missing.jinja")],
+                  ["--chat-template", str(bad)]):
+        p = run(["serve", "--model", str(model), "--port", "0", *flags], check=False)
+        assert p.returncode != 0 and "--chat-template" in p.stderr, (flags, p.stderr)
