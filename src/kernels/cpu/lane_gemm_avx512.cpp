@@ -3,11 +3,11 @@
 #include "kernels/cpu/lane_gemm.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cpu/canonical.h"
 #include "kernels/cpu/packed_matmul_impl.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/simd_avx512.h"
 
 namespace gannet::kernels::avx512 {
@@ -195,10 +195,9 @@ void lane_gemm_cols(LaneOrder order, const float* xp, int64_t m, int64_t k, cons
   const int64_t tiles_per_block =
       blocking.tiles > 0 ? blocking.tiles : std::max<int64_t>(1, kBlockBytes / (16 * S * kMr * 4));
   const int64_t step_block = blocking.steps > 0 ? blocking.steps : kStepBlock;
-  thread_local std::vector<float> wbuf, pbuf, rows;  // grow only
-  if (int64_t(wbuf.size()) < panels_per_block * panel_floats) wbuf.resize(size_t(panels_per_block * panel_floats));
-  if (int64_t(pbuf.size()) < 16 * tiles_per_block * kMr * kNr) pbuf.resize(size_t(16 * tiles_per_block * kMr * kNr));
-  if (w.packed && int64_t(rows.size()) < kNr * k) rows.resize(size_t(kNr * k));
+  float* const wbuf = thread_scratch(ScratchSlot::kLaneGemmW, size_t(panels_per_block * panel_floats));
+  float* const pbuf = thread_scratch(ScratchSlot::kLaneGemmP, size_t(16 * tiles_per_block * kMr * kNr));
+  float* const rows = w.packed ? thread_scratch(ScratchSlot::kLaneGemmRows, size_t(kNr * k)) : nullptr;
   const bool daz = order == LaneOrder::kBf16;
 
   for (int64_t nb = n0; nb < n1; nb += panels_per_block * kNr) {
@@ -206,23 +205,23 @@ void lane_gemm_cols(LaneOrder order, const float* xp, int64_t m, int64_t k, cons
     const int64_t panels = (ne - nb + kNr - 1) / kNr;
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t j = nb + p * kNr, nr = std::min<int64_t>(kNr, ne - j);
-      float* wb = wbuf.data() + p * panel_floats;
+      float* wb = wbuf + p * panel_floats;
       if (w.f32) pack_w_f32(w.f32 + j * k, k, nr, k, S, wb);
       else if (w.bf16) pack_w_bf16(w.bf16 + j * k, k, nr, k, S, wb);
       else {
-        dequant_rows(*w.packed, j, j + nr, rows.data());
-        pack_w_f32(rows.data(), k, nr, k, S, wb);
+        dequant_rows(*w.packed, j, j + nr, rows);
+        pack_w_f32(rows, k, nr, k, S, wb);
       }
     }
     for (int64_t tb = 0; tb < tiles; tb += tiles_per_block) {
       const int64_t te = std::min(tiles, tb + tiles_per_block), nt = te - tb;
       for (int64_t p = 0; p < panels; ++p) {
         const int64_t j = nb + p * kNr, nr = std::min<int64_t>(kNr, ne - j);
-        const float* wb = wbuf.data() + p * panel_floats;
+        const float* wb = wbuf + p * panel_floats;
         const unsigned saved = _mm_getcsr();
         if (daz) _mm_setcsr(saved | 0x8040u);  // DAZ | FTZ, as vdpbf16ps (denormals.h)
         for (int l = 0; l < 16; ++l) {
-          float* pl = pbuf.data() + l * kNr;
+          float* pl = pbuf + l * kNr;
           for (int64_t s0 = 0; s0 < S; s0 += step_block) {
             const int64_t steps = std::min(step_block, S - s0);
             const float* wl = wb + l * w_lane_stride(S) + s0 * kNr;
@@ -235,7 +234,7 @@ void lane_gemm_cols(LaneOrder order, const float* xp, int64_t m, int64_t k, cons
           }
         }
         if (daz) _mm_setcsr(saved);  // the tree adds run with the caller's MXCSR
-        tree_store(pbuf.data(), nt, tb * kMr, m, nr, y + j, ldy);
+        tree_store(pbuf, nt, tb * kMr, m, nr, y + j, ldy);
       }
     }
   }

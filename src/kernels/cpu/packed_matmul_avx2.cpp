@@ -17,9 +17,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <vector>
 
 #include "kernels/cpu/packed_matmul_impl.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/simd_avx2.h"
 
 namespace gannet::kernels::avx2 {
@@ -295,11 +295,10 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
     return;
   }
   const int64_t k = w.k, ld = (k + 15) / 16 * 16;
-  thread_local std::vector<float> buf;  // [kNr, ld], grows only
-  if (int64_t(buf.size()) < kNr * ld) buf.resize(size_t(kNr * ld));
+  float* const buf = thread_scratch(ScratchSlot::kPackedAvx2Dequant, size_t(kNr * ld));  // [kNr, ld]
   auto rows = [&]<int NR>(int64_t mb, int64_t me, int64_t j) {
-    dequant<F, NR>(w, j, buf.data(), ld);
-    for (int64_t i = mb; i < me; ++i) tile<NR>(x + i * k, k, buf.data(), ld, y + i * ldy + j);
+    dequant<F, NR>(w, j, buf, ld);
+    for (int64_t i = mb; i < me; ++i) tile<NR>(x + i * k, k, buf, ld, y + i * ldy + j);
   };
   static_assert(kNr == 4);
   for (int64_t mb = 0; mb < m; mb += kMBlock) {

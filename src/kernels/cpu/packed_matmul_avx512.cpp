@@ -17,9 +17,9 @@
 //   int8             sign-extend to 32 bits, convert (exact).
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/packed_matmul_impl.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/simd_avx512.h"
 
 namespace gannet::kernels::avx512 {
@@ -341,10 +341,9 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
   if constexpr (D == Dec::kMxfp4 || D == Dec::kBF16) {
     if (w.k % 16 == 0) {
       constexpr Dec P = D == Dec::kMxfp4 ? Dec::kMxfp4Lanes : Dec::kBF16Lanes;
-      thread_local std::vector<float> xp;  // x in P's lane order, grows only
-      if (xp.size() < size_t(m * w.k)) xp.resize(size_t(m * w.k));
-      permute_x<P>(x, m * w.k, xp.data());
-      return cols<P>(xp.data(), m, w, n0, n1, y, ldy);
+      float* const xp = thread_scratch(ScratchSlot::kPackedAvx512XLanes, size_t(m * w.k));  // x in P's lane order
+      permute_x<P>(x, m * w.k, xp);
+      return cols<P>(xp, m, w, n0, n1, y, ldy);
     }
   }
   if (m == 1) {
