@@ -65,6 +65,12 @@ struct EngineArgs {
   // GANNET_NGRAM_MIN, GANNET_NGRAM_MAX.
   int ngram_min = 1;
   int ngram_max = 4;
+  // Prefix caching: full KV blocks are kept by content hash after their sequence ends and
+  // reused by later requests with the same prefix (bit-identical results). -1: the
+  // default, on for models whose cache is all paged, off for those with per-sequence
+  // state (DeepSeek-V4 / V4.1); 1 (--enable-prefix-caching) is refused for those; 0
+  // (--no-prefix-caching) off. GANNET_PREFIX_CACHING=on|off.
+  int enable_prefix_caching = -1;
   bool quiet = false;                  // no start-up report or progress bars
 
   // The drafts per step speculation runs with (0 when off).

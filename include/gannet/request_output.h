@@ -49,6 +49,9 @@ struct RequestMetrics {
   // sum over deciles |conf_sum - accepted| / total.
   std::vector<int64_t> spec_calib_n, spec_calib_accepted;
   std::vector<double> spec_calib_conf;
+  // Prefix caching: prompt positions taken from cached blocks at the request's first
+  // admission (not computed).
+  int64_t cached_tokens = 0;
 };
 
 struct RequestOutput {

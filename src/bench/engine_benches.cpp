@@ -72,6 +72,7 @@ EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t ma
   a.speculative_sampling = o.speculative_sampling;
   a.ngram_min = o.ngram_min;
   a.ngram_max = o.ngram_max;
+  a.enable_prefix_caching = o.prefix_caching;
   if (a.kv_cache_memory == 0) {
     const io::ModelConfig cfg = io::load_model_config(o.model);
     const uint64_t tokens = uint64_t(max_seqs) * uint64_t(max_tokens_per_seq + 2 * a.block_size);
@@ -101,7 +102,11 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
     if (b < 1) fail("batch sizes must be >= 1, got ", b);
   if (o.input_len < 1 || o.output_len < 4) fail("decode bench needs --input-len >= 1 and --output-len >= 4");
   const int64_t max_b = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
-  engine::Engine eng(engine_args(o, max_b, o.input_len + o.output_len, max_b * o.input_len));
+  engine::Engine eng([&] {
+    EngineArgs a = engine_args(o, max_b, o.input_len + o.output_len, max_b * o.input_len);
+    a.enable_prefix_caching = 0;  // the warm-up and forced-draft passes repeat the prompts
+    return a;
+  }());
   Report rep;
   rep.bench = "decode";
   rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
@@ -283,7 +288,11 @@ Report run_prefill_bench(const PrefillOptions& o, const Roofline& roofline) {
     if (l < 1) fail("prompt lengths must be >= 1, got ", l);
   if (o.repeats < 1) fail("--repeats must be >= 1");
   const int64_t max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
-  engine::Engine eng(engine_args(o, 1, max_len + 1, max_len));
+  engine::Engine eng([&] {
+    EngineArgs a = engine_args(o, 1, max_len + 1, max_len);
+    a.enable_prefix_caching = 0;  // each length runs --repeats times: all computed
+    return a;
+  }());
   const double elem = weight_elem_bytes(o.model);
   engine::FlopsEstimator est(eng.model().config(), elem);
   est.set_streamed_weight_bytes(double(eng.model().weight_bytes() - eng.model().output_weight_bytes()),
@@ -331,7 +340,11 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   const bool synthetic = o.dataset.empty();
   if (synthetic && (o.num_prompts < 1 || o.input_len < 1 || o.output_len < 1))
     fail("throughput bench needs --num-prompts, --input-len and --output-len >= 1");
-  const int64_t n = synthetic ? o.num_prompts : int64_t(o.dataset.size());
+  if (!synthetic && (o.shared_prefix_len > 0 || o.turns > 1))
+    fail("--shared-prefix-len and --turns shape synthetic requests; a --dataset brings its own prompts");
+  if (o.shared_prefix_len < 0 || o.turns < 1) fail("--shared-prefix-len must be >= 0 and --turns >= 1");
+  const int64_t convs = synthetic ? o.num_prompts : int64_t(o.dataset.size());
+  const int64_t n = convs * o.turns;
   if (synthetic && ((o.input_len_max && o.input_len_max < o.input_len) ||
                     (o.output_len_max && o.output_len_max < o.output_len)))
     fail("--input-len-max / --output-len-max must be at least --input-len / --output-len");
@@ -345,30 +358,43 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
     const int64_t k = (i * stride + salt) % n;
     return lo + (hi - lo) * k / (n - 1);
   };
-  int64_t longest = in_max + out_max;
+  // The longest prompt: the shared prefix, then every turn's message and recorded answer.
+  const int64_t longest = o.shared_prefix_len + o.turns * in_max + (o.turns - 1) * out_max + out_max;
   engine::Engine eng([&] {
-    EngineArgs a = engine_args(o, o.max_num_seqs > 0 ? o.max_num_seqs : std::min<int64_t>(n, 256),
+    EngineArgs a = engine_args(o, o.max_num_seqs > 0 ? o.max_num_seqs : std::min<int64_t>(convs, 256),
                                synthetic ? longest : 0, 2048);
     if (!synthetic) a.max_model_len = 0;  // the dataset decides; the model's context applies
     if (!synthetic && o.kv_cache_memory == 0) a.kv_cache_memory = 0;
     return a;
   }());
   eng.set_streaming(false);  // only finished requests are measured
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < n; ++i) {
-    if (synthetic) {
-      SamplingParams p;
-      p.temperature = 0;
-      p.ignore_eos = true;
-      p.max_tokens = spread(o.output_len, out_max, i, 7);
-      eng.add_request("t" + std::to_string(i),
-                      synthetic_prompt(spread(o.input_len, in_max, i, 3), i, eng.model().config().vocab_size), p);
-    } else {
-      eng.add_request("t" + std::to_string(i), o.dataset[size_t(i)].first, o.dataset[size_t(i)].second);
+  const int64_t vocab = eng.model().config().vocab_size;
+  const std::vector<int32_t> shared = synthetic_prompt(o.shared_prefix_len, -1000003, vocab);
+  std::vector<std::vector<int32_t>> history(size_t(synthetic ? convs : 0));  // each conversation's prompt so far
+  auto submit = [&](int64_t c, int64_t turn) {  // request c * turns + turn
+    const int64_t i = c * o.turns + turn;
+    if (!synthetic) {
+      eng.add_request("t" + std::to_string(i), o.dataset[size_t(c)].first, o.dataset[size_t(c)].second);
+      return;
     }
-  }
+    SamplingParams p;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.max_tokens = spread(o.output_len, out_max, i, 7);
+    std::vector<int32_t>& h = history[size_t(c)];
+    if (turn == 0) h = shared;
+    else {  // the previous turn's recorded answer
+      const auto answer = synthetic_prompt(spread(o.output_len, out_max, i - 1, 7), 1000000 + i, vocab);
+      h.insert(h.end(), answer.begin(), answer.end());
+    }
+    const auto message = synthetic_prompt(spread(o.input_len, in_max, i, 3), i, vocab);
+    h.insert(h.end(), message.begin(), message.end());
+    eng.add_request("t" + std::to_string(i), h, p);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t c = 0; c < convs; ++c) submit(c, 0);
   std::vector<double> ttft, tpot, e2e;
-  uint64_t prompt_tokens = 0, output_tokens = 0;
+  uint64_t prompt_tokens = 0, output_tokens = 0, cached_tokens = 0;
   ProgressBar bar(o.quiet_progress ? "" : "throughput");
   int64_t done = 0;
   while (eng.has_unfinished()) {
@@ -377,6 +403,7 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
       ++done;
       prompt_tokens += out.prompt_token_ids.size();
       const RequestMetrics& m = out.metrics;
+      cached_tokens += uint64_t(m.cached_tokens);
       size_t outs = 0;
       for (const auto& c : out.outputs) outs += c.token_ids.size();
       output_tokens += outs;
@@ -384,6 +411,8 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
       e2e.push_back(m.finished_time - m.arrival_time);
       const size_t n0 = out.outputs.at(0).token_ids.size();
       if (n0 > 1) tpot.push_back((m.finished_time - m.first_token_time) / double(n0 - 1));
+      const int64_t i = std::stoll(out.request_id.substr(1));
+      if (o.turns > 1 && i % o.turns + 1 < o.turns) submit(i / o.turns, i % o.turns + 1);  // the next turn
     }
     bar.update(uint64_t(done), uint64_t(n), "requests");
   }
@@ -394,11 +423,23 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
   rep.meta["async_scheduling"] = o.async_scheduling;
   rep.meta["quantize"] = o.quantize.empty() ? "none" : o.quantize;
+  const engine::PrefixCacheStats& pc = eng.scheduler().prefix_stats();
+  const bool caching = eng.scheduler().config().prefix_caching;
+  rep.meta["prefix_caching"] = caching;
+  if (synthetic) {
+    rep.meta["shared_prefix_len"] = o.shared_prefix_len;
+    rep.meta["turns"] = o.turns;
+  }
   rep.columns = {{"requests", "requests", 0},          {"requests_per_s", "req/s", 2},
                  {"output_tokens_per_s", "out tok/s", 1}, {"total_tokens_per_s", "total tok/s", 1},
                  {"ttft_ms_p50", "TTFT p50 ms", 1},     {"ttft_ms_p90", "TTFT p90 ms", 1},
                  {"tpot_ms_p50", "TPOT p50 ms", 2},     {"tpot_ms_p90", "TPOT p90 ms", 2},
                  {"exposed_host_ms_per_step", "host ms/step", 3}};
+  if (caching)
+    rep.columns.insert(rep.columns.end(), {{"prefix_hit_rate", "hit rate", 3},
+                                           {"cached_tokens", "cached tok", 0},
+                                           {"prefix_evictions", "evictions", 0},
+                                           {"prefix_cache_us_per_admission", "cache us/adm", 1}});
   ordered_json row;
   row["requests"] = n;
   row["seconds"] = secs;
@@ -412,6 +453,22 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   for (auto [name, v] : {std::pair{"ttft", &ttft}, std::pair{"tpot", &tpot}, std::pair{"e2e", &e2e}})
     for (auto [q, qn] : {std::pair{0.5, "p50"}, std::pair{0.9, "p90"}, std::pair{0.99, "p99"}})
       row[std::string(name) + "_ms_" + qn] = percentile(*v, q) * 1e3;
+  if (caching) {
+    // Hit rate over the positions admissions would otherwise have computed (preempted
+    // sequences' re-admissions included); cached_tokens: prompt positions the requests'
+    // first admissions took from the cache.
+    row["prefix_hit_rate"] = pc.queried_tokens ? double(pc.hit_tokens) / double(pc.queried_tokens) : 0.0;
+    row["prefix_hit_tokens"] = pc.hit_tokens;
+    row["prefix_queried_tokens"] = pc.queried_tokens;
+    row["cached_tokens"] = cached_tokens;
+    row["prefix_evictions"] = eng.block_manager().counters().evictions;
+    row["prefix_admissions_hit"] = pc.admissions_hit;
+    // Host time of the cache: lookups (hashing the prompt's blocks, matching them) per
+    // admission, and lookups plus registration of written blocks as a share of the run.
+    row["prefix_cache_us_per_admission"] = pc.admissions ? pc.lookup_seconds / double(pc.admissions) * 1e6 : 0.0;
+    row["prefix_cache_ms_total"] = (pc.lookup_seconds + pc.register_seconds) * 1e3;
+    row["prefix_cache_share_of_time"] = (pc.lookup_seconds + pc.register_seconds) / secs;
+  }
   rep.rows.push_back(row);
   return rep;
 }

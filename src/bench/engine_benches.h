@@ -28,6 +28,9 @@ struct EngineBenchOptions {
   bool force_accept = false;
   int64_t num_speculative_tokens = 0;
   int ngram_min = 1, ngram_max = 4;
+  // EngineArgs::enable_prefix_caching (-1: the engine's default). Decode and prefill run
+  // their prompts more than once and always compute them in full (0).
+  int prefix_caching = -1;
 };
 
 struct DecodeOptions : EngineBenchOptions {
@@ -58,6 +61,13 @@ struct ThroughputOptions : EngineBenchOptions {
   // Sequences per step; 0: all requests, up to 256 (a server's concurrency is matched by
   // giving its client count).
   int64_t max_num_seqs = 0;
+  // Synthetic requests: every prompt starts with the same shared_prefix_len tokens (a
+  // system prompt) before its own input_len.
+  int64_t shared_prefix_len = 0;
+  // > 1: multi-turn chat replay. num_prompts conversations of `turns` requests; turn t's
+  // prompt is turn t-1's prompt, a recorded answer (output_len tokens, not the model's)
+  // and a new user message (input_len tokens), sent when turn t-1 has finished.
+  int64_t turns = 1;
 };
 
 Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline);

@@ -82,6 +82,24 @@ void CacheEngine::copy_blocks(const std::vector<BlockCopy>& copies) {
   }
 }
 
+void CacheEngine::read_block(int32_t block, uint8_t* out) const {
+  GANNET_CHECK(block >= 0 && block < num_blocks_);
+  for (const auto& g : views_.groups)
+    for (const kernels::CacheArena& a : g) {
+      std::memcpy(out, a.base + block * a.block_stride, size_t(a.block_stride));
+      out += a.block_stride;
+    }
+}
+
+void CacheEngine::write_block(int32_t block, const uint8_t* in) {
+  GANNET_CHECK(block >= 0 && block < num_blocks_);
+  for (const auto& g : views_.groups)
+    for (const kernels::CacheArena& a : g) {
+      std::memcpy(a.base + block * a.block_stride, in, size_t(a.block_stride));
+      in += a.block_stride;
+    }
+}
+
 void CacheEngine::copy_state(int32_t src, int32_t dst) {
   GANNET_CHECK(src >= 0 && src < num_slots_ && dst >= 0 && dst < num_slots_);
   const size_t n = size_t(spec_.state_bytes_per_seq);

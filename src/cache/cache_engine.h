@@ -33,6 +33,12 @@ class CacheEngine {
   // Copy-on-write support: copies block src to dst in every group's every layer.
   void copy_blocks(const std::vector<BlockCopy>& copies);
   void copy_state(int32_t src_slot, int32_t dst_slot);
+  // A block's bytes in every group's every layer, in CacheSpec order (block_bytes() of
+  // them): out of the arenas, and back in (the prefix cache's disk tier).
+  uint64_t block_bytes() const { return spec_.bytes_per_block(block_size_); }
+  void read_block(int32_t block, uint8_t* out) const;
+  void write_block(int32_t block, const uint8_t* in);
+  const kernels::CacheSpec& spec() const { return spec_; }
 
  private:
   kernels::CacheSpec spec_;

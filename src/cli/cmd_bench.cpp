@@ -33,6 +33,10 @@ const char* kUsage =
     "  throughput --model DIR [--num-prompts 64] [--input-len 128] [--output-len 64] [--dataset FILE.jsonl]\n"
     "             [--input-len-max N] [--output-len-max N]   (lengths spread over [len, max])\n"
     "             [--max-num-seqs N]   sequences per step (default: all, up to 256)\n"
+    "             [--shared-prefix-len N]   every prompt starts with the same N tokens (a system prompt)\n"
+    "             [--turns T]   multi-turn chat replay: --num-prompts conversations of T turns, each turn's\n"
+    "                           prompt the previous one plus a recorded answer and a new message\n"
+    "             [--no-prefix-caching | --enable-prefix-caching]   (default: the engine's, on for dense models)\n"
     "  grammar --suite FILE.jsonl [--tokenizer tokenizer.json] [--vocab-size N] [--write-tokens FILE]\n"
     "             JSON Schema compile and per-token mask times on a schema suite (default tokenizer:\n"
     "             assets/tokenizers/deepseek-v3, vocabulary 129280); --write-tokens saves the token\n"
@@ -91,10 +95,15 @@ int cmd_bench(const Args& args) {
           {"model", "threads", "json", "csv", "batch-sizes", "input-len", "output-len", "lengths", "repeats",
            "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max",
            "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
-           "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens", "max-num-seqs"},
-          {"remeasure", "help", "force-accept"});
+           "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens", "max-num-seqs",
+           "shared-prefix-len", "turns"},
+          {"remeasure", "help", "force-accept", "no-prefix-caching", "enable-prefix-caching"});
   if (f.has("force-accept") && which != "decode") throw UsageError("--force-accept applies to bench decode only");
-  if (f.has("max-num-seqs") && which != "throughput") throw UsageError("--max-num-seqs applies to bench throughput only");
+  for (const char* flag : {"max-num-seqs", "shared-prefix-len", "turns", "no-prefix-caching", "enable-prefix-caching"})
+    if (f.has(flag) && which != "throughput")
+      throw UsageError(std::string("--") + flag + " applies to bench throughput only");
+  if (f.has("no-prefix-caching") && f.has("enable-prefix-caching"))
+    throw UsageError("--enable-prefix-caching and --no-prefix-caching contradict each other");
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -219,6 +228,12 @@ int cmd_bench(const Args& args) {
     o.input_len_max = f.get_int("input-len-max", 0);
     o.output_len_max = f.get_int("output-len-max", 0);
     o.max_num_seqs = f.get_int_in("max-num-seqs", 0, 0, 1 << 20);
+    o.shared_prefix_len = f.get_int_in("shared-prefix-len", 0, 0, 1 << 24);
+    o.turns = f.get_int_in("turns", 1, 1, 1 << 16);
+    if (f.has("no-prefix-caching")) o.prefix_caching = 0;
+    if (f.has("enable-prefix-caching")) o.prefix_caching = 1;
+    if ((f.has("shared-prefix-len") || f.has("turns")) && f.has("dataset"))
+      throw UsageError("--shared-prefix-len and --turns shape synthetic requests; --dataset brings its own");
     if (auto d = f.get("dataset")) {
       std::ifstream in(*d);
       if (!in) throw Error(*d + ": cannot open");

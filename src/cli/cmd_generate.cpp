@@ -49,6 +49,9 @@ const char* kUsage =
     "  --no-yoco-replay             DeepSeek-V4.1: run the full prefill (exact; needed for prompt logprobs)\n"
     "  --no-kv-fake-quant           DeepSeek-V4: leave out the KV / indexer fake quantizations (as transformers)\n"
     "  --kv-cache-dtype auto|f32|bf16  dense models: K/V element type (bf16 halves the cache; default f32)\n"
+    "  --enable-prefix-caching      reuse cached KV blocks of earlier requests with the same prefix (default\n"
+    "                               on for dense models; bit-identical results)\n"
+    "  --no-prefix-caching          compute every prompt in full\n"
     "  --speculative off|ngram|dspark  speculative decoding (default off); outputs stay bit-identical\n"
     "  --num-speculative-tokens K   drafts verified per step (default 4)\n"
     "  --speculative-verify fixed|varlen  verify every draft, or choose by DSpark confidences (default fixed)\n"
@@ -75,7 +78,7 @@ int cmd_generate(const Args& args) {
            "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype",
            "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
            "ngram-max"},
-          {"json", "help", "no-yoco-replay", "no-kv-fake-quant"});
+          {"json", "help", "no-yoco-replay", "no-kv-fake-quant", "enable-prefix-caching", "no-prefix-caching"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;

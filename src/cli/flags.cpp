@@ -113,6 +113,10 @@ void apply_engine_flags(const Flags& f, EngineArgs& ea) {
     if (f.has("yoco-keep-tokens")) ea.yoco_keep_tokens = f.get_int_in("yoco-keep-tokens", 140, 1, 1 << 24);
     if (f.has("no-yoco-replay")) ea.yoco_replay = 0;
     if (f.has("no-kv-fake-quant")) ea.kv_fake_quant = 0;
+    if (f.has("enable-prefix-caching") && f.has("no-prefix-caching"))
+      throw UsageError("--enable-prefix-caching and --no-prefix-caching contradict each other");
+    if (f.has("enable-prefix-caching")) ea.enable_prefix_caching = 1;
+    if (f.has("no-prefix-caching")) ea.enable_prefix_caching = 0;
     if (auto v = f.get("kv-cache-dtype")) ea.kv_cache_dtype = *v;
     apply_speculative_flags(f, ea);
     if (auto a = f.get("act-quant")) {

@@ -143,6 +143,14 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
            " drafts of a row in one step: --max-num-batched-tokens (", args_.max_num_batched_tokens,
            ") must be at least ", 1 + sc.num_speculative_tokens);
   }
+  // Prefix caching needs a cache that is all paged: per-sequence state (DeepSeek-V4's
+  // window rings and open compressor groups) would have to be rebuilt on a hit.
+  if (args_.enable_prefix_caching == 1 && spec.state_bytes_per_seq > 0)
+    fail("--enable-prefix-caching: ", cfg.architecture, " keeps per-sequence state (",
+         format_bytes(uint64_t(spec.state_bytes_per_seq)),
+         " per sequence) that a cache hit would have to rebuild, which is not supported yet; use "
+         "--no-prefix-caching or leave the default");
+  sc.prefix_caching = args_.enable_prefix_caching != 0 && spec.state_bytes_per_seq == 0;
   scheduler_ = std::make_unique<Scheduler>(sc, *blocks_);
   // Bounded replay exists for models with decoder layers after their last KV source.
   if (!cfg.deepseek_v41 && (args_.yoco_keep_tokens != -1 || args_.yoco_replay != -1))
@@ -175,6 +183,11 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
                  "(%lld tokens) fit at once\n",
                  format_bytes(cache_->bytes()).c_str(), (long long)num_blocks, args_.block_size, (long long)tokens,
                  double(tokens) / double(max_model_len_), (long long)max_model_len_);
+    std::fprintf(stderr, "gannet: prefix caching %s\n",
+                 sc.prefix_caching ? "on"
+                 : args_.enable_prefix_caching == 0
+                     ? "off (--no-prefix-caching)"
+                     : "off (this model keeps per-sequence state a cache hit would have to rebuild)");
   }
 }
 

@@ -67,6 +67,7 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_YOCO_REPLAY")) yoco_replay = parse_on_off("GANNET_YOCO_REPLAY", v) ? 1 : 0;
   if (auto v = env("GANNET_KV_FAKE_QUANT")) kv_fake_quant = parse_on_off("GANNET_KV_FAKE_QUANT", v) ? 1 : 0;
   if (auto v = env("GANNET_KV_CACHE_DTYPE")) kv_cache_dtype = v;
+  if (auto v = env("GANNET_PREFIX_CACHING")) enable_prefix_caching = parse_on_off("GANNET_PREFIX_CACHING", v) ? 1 : 0;
   if (auto v = env("GANNET_SPECULATIVE")) speculative = v;
   if (auto v = env("GANNET_NUM_SPECULATIVE_TOKENS")) num_speculative_tokens = to_int("GANNET_NUM_SPECULATIVE_TOKENS", v);
   if (auto v = env("GANNET_SPECULATIVE_VERIFY")) speculative_verify = v;
@@ -123,6 +124,7 @@ std::string EngineArgs::describe() const {
      << " exact_activations=" << (exact_activations ? "on" : "off");
   if (kv_fake_quant != -1) os << " kv_fake_quant=" << (kv_fake_quant ? "on" : "off");
   if (kv_cache_dtype != "auto") os << " kv_cache_dtype=" << kv_cache_dtype;
+  if (enable_prefix_caching != -1) os << " prefix_caching=" << (enable_prefix_caching ? "on" : "off");
   if (speculative != "off")
     os << " speculative=" << speculative << " num_speculative_tokens=" << speculative_tokens()
        << " speculative_verify=" << speculative_verify << " speculative_sampling=" << speculative_sampling

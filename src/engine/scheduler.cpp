@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 #include "engine/request.h"
@@ -9,6 +10,38 @@ namespace gannet::engine {
 
 Scheduler::Scheduler(const SchedulerConfig& cfg, cache::BlockManager& blocks) : cfg_(cfg), blocks_(blocks) {
   GANNET_CHECK(cfg.max_num_seqs >= 1 && cfg.max_num_batched_tokens >= 1);
+  blocks_.set_prefix_caching(cfg.prefix_caching);
+}
+
+void Scheduler::hash_blocks(Sequence* seq, int64_t n) {
+  const int bs = blocks_.block_size();
+  GANNET_CHECK(n * bs <= seq->num_tokens(), "hashing block ", n - 1, " past the real tokens");
+  auto& h = seq->block_hashes;
+  while (int64_t(h.size()) < n) {
+    const int64_t i = int64_t(h.size());
+    h.push_back(cache::hash_block(i ? h.back() : cache::kRootBlockHash, 0, seq->tokens.data() + i * bs, bs));
+  }
+}
+
+namespace {
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+void Scheduler::register_written(Sequence* seq) {
+  if (!cfg_.prefix_caching) return;
+  const int bs = blocks_.block_size();
+  const int64_t full = std::min({seq->kv_done, seq->num_tokens(), seq->table.num_tokens}) / bs;
+  if (seq->num_registered >= full) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  hash_blocks(seq, full);
+  for (int64_t i = seq->num_registered; i < full; ++i)
+    blocks_.register_block(seq->table.blocks[size_t(i)], seq->block_hashes[size_t(i)],
+                           i ? seq->block_hashes[size_t(i - 1)] : cache::kRootBlockHash,
+                           seq->tokens.data() + i * bs);
+  seq->num_registered = full;
+  prefix_stats_.register_seconds += since(t0);
 }
 
 void Scheduler::add(Sequence* seq) {
@@ -188,14 +221,50 @@ void Scheduler::schedule(StepPlan& plan) {
     int64_t chunk = std::min(target, budget);
     if (lp) chunk = std::min({chunk, cfg_.prompt_logprob_chunk, cfg_.max_logit_rows - plan.num_logit_rows});
     else if (plan.num_logit_rows + 1 > cfg_.max_logit_rows) break;
+    // Prefix caching: the longest cached run of its full blocks, leaving at least the last
+    // position of the prefill to compute (its logits are sampled from).
+    const int bs = blocks_.block_size();
+    int64_t hit = 0, hit_evictable = 0;
+    hit_blocks_.clear();
+    if (cfg_.prefix_caching && !lp && target > 1) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const int64_t n = std::min(seq->num_tokens() / bs, blocks_.blocks_for(target - 1));
+      if (n > 0) {
+        hash_blocks(seq, n);
+        hit_evictable = blocks_.match_prefix(seq->block_hashes.data(), seq->tokens.data(), n, hit_blocks_);
+        hit = std::min(int64_t(hit_blocks_.size()) * bs, target - 1);
+        while (int64_t(hit_blocks_.size()) > blocks_.blocks_for(hit)) {  // capped: drop unused tail
+          hit_evictable -= blocks_.ref_count(hit_blocks_.back()) == 0;
+          hit_blocks_.pop_back();
+        }
+      }
+      prefix_stats_.lookup_seconds += since(t0);
+    }
+    // Positions from `hit` on that fit: new blocks, plus the rest of the last cached block,
+    // which writing into takes a private copy of first.
     const int64_t reserve = running_.empty() ? 0 : blocks_.watermark();
-    const int64_t fit = (blocks_.num_free_blocks() - reserve) * blocks_.block_size();
+    const int64_t tail = hit % bs ? bs - hit % bs : 0;
+    const int64_t avail = blocks_.num_free_blocks() - hit_evictable - reserve - (tail ? 1 : 0);
+    const int64_t fit = avail < 0 ? 0 : avail * bs + tail;
+    chunk = std::min(chunk, target - hit);
     if (splittable) chunk = std::min(chunk, fit);
-    if (chunk <= 0 || chunk > fit || (!splittable && chunk < target)) break;
+    if (chunk <= 0 || chunk > fit || (!splittable && chunk < target - hit)) break;
     waiting_.pop_front();
     // Room for every block it may reach, so its decodes never reallocate the table.
     seq->table.blocks.reserve(size_t(blocks_.blocks_for(seq->prompt_len + seq->request->params.max_tokens + 1)));
-    blocks_.admit(seq->table, 0);
+    if (cfg_.prefix_caching) seq->block_hashes.reserve(seq->table.blocks.capacity());
+    if (hit > 0) blocks_.admit_cached(seq->table, hit_blocks_, hit);
+    else blocks_.admit(seq->table, 0);
+    seq->num_computed = hit;
+    seq->kv_done = hit;
+    seq->num_registered = 0;
+    if (cfg_.prefix_caching && !lp) {
+      prefix_stats_.queried_tokens += target;
+      prefix_stats_.hit_tokens += hit;
+      prefix_stats_.admissions_hit += hit > 0;
+      ++prefix_stats_.admissions;
+      if (seq->num_preemptions == 0 && seq->sample_index == 0) seq->request->metrics.cached_tokens = hit;
+    }
     reserved_slots_ += need_slots - 1;
     seq->status = SeqStatus::kRunning;
     seq->admit_order = next_admit_++;
@@ -319,6 +388,12 @@ const std::vector<Sequence*>& Scheduler::update(const StepResult& result) {
     Sequence* seq = found->second;
     if (seq->epoch != r.epoch || seq->status != SeqStatus::kRunning) continue;  // stale
     Request* req = seq->request;
+    // The positions this row wrote are done: a plain row's, a speculative row's up to its
+    // input token (the last real one; accepted drafts count with the next row). Full
+    // blocks of them are offered to the prefix cache.
+    if (r.spec_k >= 0) seq->kv_done = std::max(seq->kv_done, seq->num_tokens());
+    else seq->kv_done += r.count;
+    register_written(seq);
     for (int64_t i = 0; i < r.prompt_lp_len; ++i) {
       const int64_t pos = r.first_prompt_pos + i;
       const SampledToken& t = result.prompt_lps[size_t(r.prompt_lp_offset + i)];
@@ -399,6 +474,10 @@ const std::vector<Sequence*>& Scheduler::update(const StepResult& result) {
         child->out.token_ids.reserve(size_t(req->params.max_tokens));
         child->table.blocks.reserve(size_t(blocks_.blocks_for(seq->prompt_len + req->params.max_tokens + 1)));
         blocks_.fork(seq->table, child->table, seq->prompt_len);
+        child->block_hashes.reserve(child->table.blocks.capacity());
+        child->block_hashes.assign(seq->block_hashes.begin(), seq->block_hashes.end());
+        child->kv_done = seq->prompt_len;
+        child->num_registered = std::min(seq->num_registered, seq->prompt_len / blocks_.block_size());
         state_copies_.push_back({child->id, child->epoch, seq->table.state_slot, child->table.state_slot});
         running_.push_back(child.get());
         by_id_[child->id] = child.get();

@@ -14,6 +14,12 @@
 // state slot until that step's result is in (deferred release). Blocks of a sequence
 // preempted during schedule() go straight to the plan being built: that plan runs after
 // every step already in flight, so nothing still running can see their reuse.
+//
+// Prefix caching (SchedulerConfig::prefix_caching): admission starts a sequence after
+// the longest run of cached blocks holding its first tokens, and once a step's result is
+// in, the full blocks it finished writing are registered with the block manager under
+// their chained content hashes. Cached K/V of a position depends only on the tokens up to
+// it (batch invariance), so a hit computes exactly what a miss would.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +53,21 @@ struct SchedulerConfig {
   // min(its K, tokens it may still produce - 1) drafts; a row the step's budgets cannot
   // hold that many for waits for the next step instead of verifying fewer.
   bool full_depth = false;
+  // Prefix caching: admission takes the longest cached run of the sequence's full blocks
+  // (always computing at least the last position of its prefill), and full blocks are
+  // registered once completed steps have written them. Only for models whose cache is
+  // all paged (no per-sequence state); requests wanting prompt logprobs compute it all.
+  bool prefix_caching = false;
+};
+
+struct PrefixCacheStats {
+  int64_t queried_tokens = 0;  // positions admissions would have computed without a cache
+  int64_t hit_tokens = 0;      // of those, taken from cached blocks
+  int64_t admissions_hit = 0;  // admissions that took at least one block
+  int64_t admissions = 0;      // admissions that looked the cache up
+  // Time spent on it (steady clock): hashing and lookup at admission attempts, and
+  // registering written blocks (hashing included) after steps.
+  double lookup_seconds = 0, register_seconds = 0;
 };
 
 class Scheduler {
@@ -90,6 +111,7 @@ class Scheduler {
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
   int64_t num_preemptions() const { return preemptions_; }
+  const PrefixCacheStats& prefix_stats() const { return prefix_stats_; }
   const SchedulerConfig& config() const { return cfg_; }
 
  private:
@@ -101,6 +123,10 @@ class Scheduler {
   // Positions a prefill of seq computes in all (recompute_to_decode leaves the last one).
   int64_t recompute_target(const Sequence* seq) const;
   void schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int spec_k = -1);
+  // Prefix caching: extends seq->block_hashes to its first n full blocks.
+  void hash_blocks(Sequence* seq, int64_t n);
+  // Registers the table's full blocks whose K/V completed steps have written.
+  void register_written(Sequence* seq);
 
   SchedulerConfig cfg_;
   cache::BlockManager& blocks_;
@@ -121,6 +147,8 @@ class Scheduler {
   const StepResult* held_result_ = nullptr;  // the result held tokens point into
   void append_token(Sequence* seq, const SampledToken& t);
   int64_t preemptions_ = 0;
+  PrefixCacheStats prefix_stats_;
+  std::vector<int32_t> hit_blocks_;  // admission's match_prefix output, reused
   uint64_t step_ = 0;               // schedule() calls, to mark planned sequences
   // State-slot copies owed to forked samples, applied by the next plan unless the child
   // has ended in between (its epoch moved). The parent's slot still holds its state then:

@@ -46,6 +46,12 @@ struct Sequence {
   std::vector<const SampledToken*> held;
   size_t held_next = 0;
   uint64_t planned_in_step = 0; // the scheduler step that last planned it (0: none)
+  // Prefix caching: chained hashes of its first full blocks of real tokens (computed as
+  // needed, kept across preemption: tokens are only ever appended); leading positions
+  // whose K/V steps already completed have written; leading table blocks registered.
+  std::vector<cache::BlockHash> block_hashes;
+  int64_t kv_done = 0;
+  int64_t num_registered = 0;
   bool in_executor = false;     // the executor holds a row for it (added, not yet removed)
   CompletionOutput out;         // text, ids, logprobs, finish reason
   size_t sent_tokens = 0, sent_text = 0;  // what streamed outputs have carried so far

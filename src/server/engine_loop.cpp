@@ -104,6 +104,10 @@ void EngineLoop::update_gauges(size_t running) {
   stats_.kv_blocks_total = engine_->block_manager().num_blocks();
   stats_.kv_blocks_free = engine_->block_manager().num_free_blocks();
   stats_.preemptions = engine_->scheduler().num_preemptions();
+  stats_.prefix_queried_tokens = engine_->scheduler().prefix_stats().queried_tokens;
+  stats_.prefix_hit_tokens = engine_->scheduler().prefix_stats().hit_tokens;
+  stats_.prefix_evictions = engine_->block_manager().counters().evictions;
+  stats_.prefix_cached_blocks = engine_->block_manager().num_cached_blocks();
 }
 
 void EngineLoop::run() {

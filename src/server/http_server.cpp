@@ -168,6 +168,7 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
       const RequestOutput& o = *finals[i];
       if (!o.error.empty()) return send_error(res, bad_request(o.error, "response_format"));
       usage.prompt += int64_t(o.prompt_token_ids.size());
+      usage.cached += o.metrics.cached_tokens;
       for (const CompletionOutput& c : o.outputs) {
         usage.completion += int64_t(c.token_ids.size());
         choices.push_back({{"index", int64_t(i) * n + c.index},
@@ -262,6 +263,7 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
           }
           if (o->finished) {
             st->usage.prompt += int64_t(o->prompt_token_ids.size());
+            st->usage.cached += o->metrics.cached_tokens;
             st->done[i] = true;
           }
           if (!choices.empty() && !send(chunk(choices))) return abort_all(), false;
@@ -336,6 +338,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     json choices = json::array();
     Usage usage;
     usage.prompt = int64_t(fin->prompt_token_ids.size());
+    usage.cached = fin->metrics.cached_tokens;
     for (const CompletionOutput& c : fin->outputs) {
       usage.completion += int64_t(c.token_ids.size());
       json msg = {{"role", "assistant"}};
@@ -431,6 +434,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
         if (!choices.empty() && !send(chunk(choices))) return loop_.abort(id), false;
         if (o->finished) {
           st->usage.prompt = int64_t(o->prompt_token_ids.size());
+          st->usage.cached = o->metrics.cached_tokens;
           if (include_usage) {
             json j = chunk(json::array());
             j["usage"] = st->usage.to_json();
@@ -507,6 +511,13 @@ void Server::metrics(httplib::Response& res) {
   metric("gannet_kv_blocks_free", "gauge", "KV cache blocks free.", s.kv_blocks_free);
   metric("gannet_kv_blocks_used", "gauge", "KV cache blocks in use.", s.kv_blocks_total - s.kv_blocks_free);
   metric("gannet_preemptions_total", "counter", "Sequences preempted (recomputed later).", s.preemptions);
+  metric("gannet_prefix_cache_queries_total", "counter",
+         "Prompt positions admissions looked up in the prefix cache.", s.prefix_queried_tokens);
+  metric("gannet_prefix_cache_hits_total", "counter", "Of those, positions taken from cached blocks.",
+         s.prefix_hit_tokens);
+  metric("gannet_prefix_cache_evictions_total", "counter", "Cached KV blocks evicted for reuse.", s.prefix_evictions);
+  metric("gannet_prefix_cache_blocks", "gauge", "KV blocks held by the prefix cache (in use or evictable).",
+         s.prefix_cached_blocks);
   auto histogram = [&](const char* name, const char* help, const Histogram& h) {
     t += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
     int64_t cum = 0;

@@ -16,8 +16,12 @@ namespace gannet::server {
 
 struct Usage {
   int64_t prompt = 0, completion = 0;
+  int64_t cached = 0;  // prompt tokens taken from the prefix cache
   nlohmann::json to_json() const {
-    return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion},
+            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
   }
 };
 

@@ -13,6 +13,7 @@ cannot send what is tested):
   bytes and top_logprobs;
 - OpenAI-shaped errors naming the field (completions and chat), the API key, oversize
   bodies, the server serving on afterwards;
+- prefix caching: a repeated prompt reports cached_tokens in usage and hits in /metrics, same output;
 - /metrics: TTFT and inter-token latency histograms (cumulative, +Inf = count), KV blocks,
   waiting requests, preemptions;
 - a vanished streaming client's request (completions and chat) is aborted and its KV
@@ -464,6 +465,25 @@ def test_metrics(server):
     assert m["gannet_kv_blocks_used"] + m["gannet_kv_blocks_free"] == m["gannet_kv_blocks_total"]
     assert m["gannet_requests_waiting"] >= 0 and m["gannet_preemptions_total"] >= 0
     assert m["gannet_requests_total"] - before["gannet_requests_total"] >= requests
+
+
+def test_prefix_cache_hit_is_reported_and_exact(server, model):
+    # 150 token ids: two full 64-token blocks. The second request takes them from the
+    # cache, says so in usage and /metrics, and returns what a full computation does.
+    ids = [1000 + (i * 7919) % 20000 for i in range(150)]
+    before = metric_values(server)
+    kw = dict(model="llama-tiny", prompt=ids, max_tokens=8, temperature=0, logprobs=2)
+    first = server.client.completions.create(**kw)
+    second = server.client.completions.create(**kw)
+    ref = generate(model, ids, max_tokens=8, temperature=0)
+    assert first.choices[0].text == second.choices[0].text == ref["text"]
+    assert first.choices[0].logprobs.token_logprobs == second.choices[0].logprobs.token_logprobs
+    assert second.usage.prompt_tokens_details.cached_tokens == 128
+    assert second.usage.prompt_tokens == 150
+    m = metric_values(server)
+    assert m["gannet_prefix_cache_hits_total"] - before["gannet_prefix_cache_hits_total"] >= 128
+    assert m["gannet_prefix_cache_queries_total"] - before["gannet_prefix_cache_queries_total"] >= 300
+    assert m["gannet_prefix_cache_blocks"] >= 2
 
 
 def test_vanished_streaming_client_is_aborted(model):

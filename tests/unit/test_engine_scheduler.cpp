@@ -37,8 +37,10 @@ struct World {
   }
 };
 
+// `waiting`: the sequences that were waiting when the plan was made (their rows are
+// admissions, prefills even when a prefix-cache hit leaves one position to compute).
 void check_invariants(const World& w, const cache::BlockManager& bm, const SchedulerConfig& cfg, const StepPlan& plan,
-                      const Scheduler& sched) {
+                      const Scheduler& sched, const std::set<int64_t>& waiting = {}) {
   ASSERT_LE(plan.num_tokens, cfg.max_num_batched_tokens);
   ASSERT_LE(int64_t(plan.rows.size()), cfg.max_num_seqs);
   bool seen_prefill = false;
@@ -47,7 +49,7 @@ void check_invariants(const World& w, const cache::BlockManager& bm, const Sched
     ASSERT_NE(seq, nullptr) << "planned sequence " << r.seq_id << " is not running";
     // A decode computes a sequence's one uncomputed token and samples; a prompt chunk of
     // one position that samples can only be a whole one-token prompt (start 0).
-    const bool decode = r.count == 1 && r.num_samples > 0 && r.start > 0;
+    const bool decode = r.count == 1 && r.num_samples > 0 && r.start > 0 && !waiting.count(r.seq_id);
     ASSERT_FALSE(decode && seen_prefill) << "decode planned after a prompt chunk";
     if (!decode) seen_prefill = true;
     ASSERT_GE(seq->table.num_tokens, r.start + r.count);
@@ -83,28 +85,73 @@ void check_invariants(const World& w, const cache::BlockManager& bm, const Sched
 
 // The executor's side of the protocol without a model: rows come and go with the plans,
 // a planned row must be held at its epoch with its tokens known, and a sampled token
-// extends the row.
+// extends the row. It also stands in for the K/V: every position a row computes writes a
+// fingerprint of the row's tokens up to it into the slot its block table names, and every
+// position before a row's start must already hold its own prefix's fingerprint, whoever
+// wrote it (an earlier chunk, a forked parent, a prefix-cache hit). So a cache hit on the
+// wrong block, a write into a shared or cached block, or a copy-on-write gone wrong
+// shows up as a wrong read.
 struct FakeExecutor {
+  FakeExecutor(int64_t num_blocks, int block_size) : bs(block_size), kv(size_t(num_blocks * block_size), 0) {}
   struct Row {
     uint64_t epoch;
-    int64_t tokens;
+    std::vector<int32_t> tokens;
+    std::vector<uint64_t> fps;  // fps[p]: fingerprint of tokens[0 .. p]
+    std::vector<int32_t> table;
   };
+  int bs;
+  std::vector<uint64_t> kv;  // [num_blocks * block_size]
   std::map<int64_t, Row> rows;
+  int64_t reads_checked = 0;
+
+  static uint64_t mix(uint64_t x) {
+    x ^= x >> 31;
+    x *= 0x7fb5d329728ea185ull;
+    x ^= x >> 27;
+    x *= 0x81dadef4bc2dd44dull;
+    return x ^ (x >> 33);
+  }
+  static void extend(Row& r) {
+    while (r.fps.size() < r.tokens.size()) {
+      const size_t p = r.fps.size();
+      r.fps.push_back(mix((p ? r.fps.back() : 0x1234u) + uint64_t(uint32_t(r.tokens[p])) * 0x9e3779b97f4a7c15ull) | 1);
+    }
+  }
+  uint64_t& slot(const Row& r, int64_t p) { return kv[size_t(int64_t(r.table[size_t(p / bs)]) * bs + p % bs)]; }
 
   StepResult run(const StepPlan& plan) {
     for (int64_t id : plan.removed) rows.erase(id);
     for (const RowAdd& a : plan.added) {
       EXPECT_EQ(rows.count(a.seq_id), 0u) << "row " << a.seq_id << " added twice";
-      rows[a.seq_id] = {a.epoch, int64_t(a.tokens.size())};
+      Row& r = rows[a.seq_id];
+      r = Row{a.epoch, a.tokens, {}, {}};
+      extend(r);
     }
+    for (const cache::BlockCopy& c : plan.copies)
+      std::copy(kv.begin() + int64_t(c.src) * bs, kv.begin() + int64_t(c.src + 1) * bs, kv.begin() + int64_t(c.dst) * bs);
     StepResult res;
     res.step_id = plan.step_id;
     for (const PlanRow& p : plan.rows) {
       auto it = rows.find(p.seq_id);
       EXPECT_NE(it, rows.end()) << "planned row " << p.seq_id << " not held";
       if (it == rows.end()) continue;
-      EXPECT_EQ(it->second.epoch, p.epoch);
-      EXPECT_LE(p.start + p.count, it->second.tokens) << "sequence " << p.seq_id << " planned past its tokens";
+      Row& row = it->second;
+      if (p.table_offset >= 0) {
+        row.table.resize(size_t(p.table_from));
+        row.table.insert(row.table.end(), plan.tables.begin() + p.table_offset,
+                         plan.tables.begin() + p.table_offset + p.table_len);
+      }
+      EXPECT_EQ(row.epoch, p.epoch);
+      EXPECT_LE(p.start + p.count, int64_t(row.tokens.size())) << "sequence " << p.seq_id << " planned past its tokens";
+      EXPECT_LE(p.start + p.count, int64_t(row.table.size()) * bs) << "sequence " << p.seq_id << " planned past its blocks";
+      if (::testing::Test::HasFailure()) return res;
+      for (int64_t q = 0; q < p.start; ++q, ++reads_checked)
+        if (slot(row, q) != row.fps[size_t(q)]) {
+          ADD_FAILURE() << "sequence " << p.seq_id << " reads position " << q << " (block " << row.table[size_t(q / bs)]
+                        << ") holding another prefix's K/V";
+          return res;
+        }
+      for (int64_t q = p.start; q < p.start + p.count; ++q) slot(row, q) = row.fps[size_t(q)];
       RowResult r;
       r.seq_id = p.seq_id;
       r.epoch = p.epoch;
@@ -113,7 +160,12 @@ struct FakeExecutor {
       r.num_samples = p.num_samples;
       for (int k = 0; k < p.num_samples; ++k)
         res.samples.push_back({int32_t((p.seq_id * 31 + k + p.start) % 1000), 0.f, 0, 0});
-      if (p.num_samples) it->second.tokens = p.start + p.count + 1;
+      if (p.num_samples) {
+        row.tokens.resize(size_t(p.start + p.count));
+        row.fps.resize(row.tokens.size());
+        row.tokens.push_back(res.samples[size_t(r.sample_offset)].token);
+        extend(row);
+      }
       res.rows.push_back(r);
     }
     return res;
@@ -121,7 +173,7 @@ struct FakeExecutor {
 };
 
 struct Totals {
-  int64_t requests = 0, preemptions = 0, forks = 0, aborted = 0;
+  int64_t requests = 0, preemptions = 0, forks = 0, aborted = 0, hit_tokens = 0, evictions = 0, reads_checked = 0;
 };
 
 void run_random(uint64_t seed, Totals& totals) {
@@ -138,10 +190,16 @@ void run_random(uint64_t seed, Totals& totals) {
   // budget of at least the context, here the whole cache.
   cfg.chunked_prefill = rng() % 4 != 0;
   if (!cfg.chunked_prefill) cfg.max_num_batched_tokens = std::max<int64_t>(cfg.max_num_batched_tokens, num_blocks * block_size);
+  // Half of the worlds cache prefixes; their prompts often start with one of a few shared
+  // prefixes, so hits, shared cached blocks and evictions are common.
+  cfg.prefix_caching = (seed / 2) % 2 == 0;
+  std::vector<std::vector<int32_t>> shared(3);
+  for (auto& p : shared)
+    for (int i = 0; i < 48; ++i) p.push_back(int32_t(rng() % 1000));
   cache::BlockManager bm(num_blocks, block_size, cfg.max_num_seqs, int64_t(rng() % 3));
   Scheduler sched(cfg, bm);
   World w;
-  FakeExecutor exec;
+  FakeExecutor exec(num_blocks, block_size);
   StepPlan plans[2];
   std::deque<StepResult> in_flight;
   std::set<Request*> live;
@@ -159,7 +217,11 @@ void run_random(uint64_t seed, Totals& totals) {
       int64_t len = 1 + int64_t(rng() % 60);
       if (len + req->params.max_tokens > cap) len = std::max<int64_t>(1, cap - req->params.max_tokens);
       if (len + req->params.max_tokens > cap) continue;
-      for (int64_t i = 0; i < len; ++i) req->prompt_ids.push_back(int32_t(rng() % 1000));
+      if (rng() % 3 != 0) {
+        const auto& pre = shared[size_t(rng() % shared.size())];
+        req->prompt_ids.assign(pre.begin(), pre.begin() + std::min<int64_t>(len, int64_t(pre.size())));
+      }
+      while (int64_t(req->prompt_ids.size()) < len) req->prompt_ids.push_back(int32_t(rng() % 1000));
       auto seq = std::make_unique<Sequence>();
       seq->id = sched.new_seq_id();
       seq->request = req.get();
@@ -171,8 +233,11 @@ void run_random(uint64_t seed, Totals& totals) {
       w.requests.push_back(std::move(req));
     }
     StepPlan& plan = plans[step % 2];
+    std::set<int64_t> waiting;
+    for (Sequence* s : w.all_seqs())
+      if (s->status == SeqStatus::kWaiting) waiting.insert(s->id);
     sched.schedule(plan);
-    check_invariants(w, bm, cfg, plan, sched);
+    check_invariants(w, bm, cfg, plan, sched, waiting);
     if (!plan.empty()) in_flight.push_back(exec.run(plan));
     // Pipelined worlds apply a step's result only after the next step is planned.
     while (in_flight.size() > (pipelined ? 1u : 0u) || (!in_flight.empty() && plan.empty())) {
@@ -202,6 +267,12 @@ void run_random(uint64_t seed, Totals& totals) {
   EXPECT_TRUE(live.empty()) << "requests still unfinished after 4000 steps (livelock?)";
   totals.requests += int64_t(w.requests.size());
   totals.preemptions += sched.num_preemptions();
+  totals.hit_tokens += sched.prefix_stats().hit_tokens;
+  totals.evictions += bm.counters().evictions;
+  totals.reads_checked += exec.reads_checked;
+  if (!cfg.prefix_caching) {
+    EXPECT_EQ(sched.prefix_stats().hit_tokens, 0);
+  }
   for (auto& r : w.requests) totals.forks += int64_t(r->seqs.size()) - 1;
   EXPECT_EQ(sched.num_deferred_releases(), 0u);
   EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
@@ -228,8 +299,12 @@ TEST(SchedulerRandom, InvariantsHoldEveryStep) {
   EXPECT_GT(t.requests, 1000);
   EXPECT_GT(t.preemptions, 50);
   EXPECT_GT(t.forks, 100);
-  std::printf("%lld requests, %lld preemptions, %lld forked samples\n", (long long)t.requests,
-              (long long)t.preemptions, (long long)t.forks);
+  EXPECT_GT(t.hit_tokens, 2000);
+  EXPECT_GT(t.evictions, 100);
+  EXPECT_GT(t.reads_checked, 100000);
+  std::printf("%lld requests, %lld preemptions, %lld forked samples, %lld tokens from cached blocks, %lld evictions\n",
+              (long long)t.requests, (long long)t.preemptions, (long long)t.forks, (long long)t.hit_tokens,
+              (long long)t.evictions);
 }
 
 TEST(BlockManager, CopyOnWriteAndForkRefcounts) {
@@ -316,8 +391,9 @@ namespace {
 
 // Drives a scheduler with a fake executor until every request finishes or `max_steps`.
 // Returns the number of steps taken, or -1 on a stall.
-int64_t drive(Scheduler& sched, std::vector<std::unique_ptr<Request>>& reqs, int64_t max_steps) {
-  FakeExecutor exec;
+int64_t drive(Scheduler& sched, cache::BlockManager& bm, std::vector<std::unique_ptr<Request>>& reqs,
+              int64_t max_steps) {
+  FakeExecutor exec(bm.num_blocks(), bm.block_size());
   StepPlan plan;
   for (int64_t step = 1; step <= max_steps; ++step) {
     bool all_done = true;
@@ -361,7 +437,7 @@ TEST(SchedulerProgress, TwoPromptsFillingTheCacheDoNotStall) {
   std::vector<std::unique_ptr<Request>> reqs;
   reqs.push_back(make_request(sched, 1, 40, 4, true));
   reqs.push_back(make_request(sched, 2, 40, 4, true));
-  EXPECT_GE(drive(sched, reqs, 1000), 0) << "scheduler stalled";
+  EXPECT_GE(drive(sched, bm, reqs, 1000), 0) << "scheduler stalled";
   EXPECT_GT(sched.num_preemptions(), 0);
   EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
 }
@@ -374,7 +450,7 @@ TEST(SchedulerProgress, RequestNeedingTheWholeCacheIsAdmitted) {
   Scheduler sched(cfg, bm);
   std::vector<std::unique_ptr<Request>> reqs;
   reqs.push_back(make_request(sched, 1, 63, 1, false));
-  EXPECT_GE(drive(sched, reqs, 100), 0) << "never admitted";
+  EXPECT_GE(drive(sched, bm, reqs, 100), 0) << "never admitted";
   reqs.clear();
   // Without chunked prefill a whole prompt must still fit in one step's budget.
   SchedulerConfig whole = cfg;
@@ -382,6 +458,6 @@ TEST(SchedulerProgress, RequestNeedingTheWholeCacheIsAdmitted) {
   Scheduler s2(whole, bm);
   reqs.push_back(make_request(s2, 2, 60, 4, false));
   reqs.push_back(make_request(s2, 3, 30, 4, false));
-  EXPECT_GE(drive(s2, reqs, 200), 0) << "stalled without chunked prefill";
+  EXPECT_GE(drive(s2, bm, reqs, 200), 0) << "stalled without chunked prefill";
   EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
 }
