@@ -71,6 +71,12 @@ struct EngineArgs {
   // state (DeepSeek-V4 / V4.1); 1 (--enable-prefix-caching) is refused for those; 0
   // (--no-prefix-caching) off. GANNET_PREFIX_CACHING=on|off.
   int enable_prefix_caching = -1;
+  // The prefix cache's disk tier: blocks evicted from memory are written under this
+  // directory (and read back on a hit), kept across restarts of the same model, up to
+  // prefix_cache_disk_size bytes. --prefix-cache-dir, --prefix-cache-disk-size (default
+  // 20GiB), GANNET_PREFIX_CACHE_DIR, GANNET_PREFIX_CACHE_DISK_SIZE.
+  std::string prefix_cache_dir;
+  uint64_t prefix_cache_disk_size = 0;  // 0: the default
   bool quiet = false;                  // no start-up report or progress bars
 
   // The drafts per step speculation runs with (0 when off).

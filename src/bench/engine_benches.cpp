@@ -73,6 +73,7 @@ EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t ma
   a.ngram_min = o.ngram_min;
   a.ngram_max = o.ngram_max;
   a.enable_prefix_caching = o.prefix_caching;
+  a.prefix_cache_dir = o.prefix_cache_dir;
   if (a.kv_cache_memory == 0) {
     const io::ModelConfig cfg = io::load_model_config(o.model);
     const uint64_t tokens = uint64_t(max_seqs) * uint64_t(max_tokens_per_seq + 2 * a.block_size);
@@ -468,6 +469,15 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
     row["prefix_cache_us_per_admission"] = pc.admissions ? pc.lookup_seconds / double(pc.admissions) * 1e6 : 0.0;
     row["prefix_cache_ms_total"] = (pc.lookup_seconds + pc.register_seconds) * 1e3;
     row["prefix_cache_share_of_time"] = (pc.lookup_seconds + pc.register_seconds) / secs;
+    if (cache::DiskTier* disk = eng.disk_tier()) {
+      const cache::DiskTierStats ds = disk->stats();
+      row["disk_hit_blocks"] = pc.disk_hit_blocks;
+      row["disk_writes"] = ds.writes;
+      row["disk_write_bytes"] = ds.write_bytes;
+      row["disk_files"] = ds.files;
+      row["disk_corrupt"] = ds.corrupt;
+      rep.columns.push_back({"disk_hit_blocks", "disk hits", 0});
+    }
   }
   rep.rows.push_back(row);
   return rep;

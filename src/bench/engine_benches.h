@@ -31,6 +31,7 @@ struct EngineBenchOptions {
   // EngineArgs::enable_prefix_caching (-1: the engine's default). Decode and prefill run
   // their prompts more than once and always compute them in full (0).
   int prefix_caching = -1;
+  std::string prefix_cache_dir;  // EngineArgs::prefix_cache_dir (throughput only)
 };
 
 struct DecodeOptions : EngineBenchOptions {

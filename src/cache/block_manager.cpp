@@ -176,6 +176,21 @@ void BlockManager::admit_cached(BlockTable& t, const std::vector<int32_t>& cache
   counters_.hit_blocks += int64_t(cached.size());
 }
 
+void BlockManager::pin(int32_t block) {
+  GANNET_CHECK(caching_ && cached_[size_t(block)], "pinning block ", block, " that is not cached");
+  if (ref_[size_t(block)]++ == 0) {
+    lru_remove(block);
+    --num_evictable_;
+  }
+}
+
+void BlockManager::for_each_cached(
+    const std::function<void(int32_t, const BlockHash&, const BlockHash&, const int32_t*)>& fn) const {
+  if (!caching_) return;
+  for (int32_t b = 0; b < int32_t(ref_.size()); ++b)
+    if (cached_[size_t(b)]) fn(b, hash_[size_t(b)], parent_[size_t(b)], tokens_.data() + int64_t(b) * block_size_);
+}
+
 void BlockManager::register_block(int32_t block, const BlockHash& hash, const BlockHash& parent,
                                   const int32_t* tokens) {
   if (!caching_ || cached_[size_t(block)]) return;

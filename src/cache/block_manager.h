@@ -111,6 +111,16 @@ class BlockManager {
   bool is_cached(int32_t block) const { return caching_ && cached_[size_t(block)] != 0; }
   int64_t num_cached_blocks() const { return num_cached_; }
   int64_t num_evictable_blocks() const { return num_evictable_; }
+  // Holding cached blocks while an admission decides (a block with no other holder leaves
+  // the LRU list, so nothing evicts it meanwhile): pin adds a reference, unpin drops it.
+  void pin(int32_t block);
+  void unpin(int32_t block) { drop_block(block); }
+  // A block for the caller to fill (the disk tier reading one back), with one reference;
+  // taking it may evict the least recently used cached block.
+  int32_t take_free_block() { return take_block(); }
+  // Every cached block (its hash, parent's hash and tokens), in no particular order: the
+  // disk tier saves them at shutdown.
+  void for_each_cached(const std::function<void(int32_t, const BlockHash&, const BlockHash&, const int32_t*)>& fn) const;
   // Counters since construction.
   struct CacheCounters {
     int64_t hit_blocks = 0;      // blocks admit_cached took from the cache

@@ -37,6 +37,7 @@ const char* kUsage =
     "             [--turns T]   multi-turn chat replay: --num-prompts conversations of T turns, each turn's\n"
     "                           prompt the previous one plus a recorded answer and a new message\n"
     "             [--no-prefix-caching | --enable-prefix-caching]   (default: the engine's, on for dense models)\n"
+    "             [--prefix-cache-dir DIR]   the prefix cache's disk tier (run twice: hits from disk)\n"
     "  grammar --suite FILE.jsonl [--tokenizer tokenizer.json] [--vocab-size N] [--write-tokens FILE]\n"
     "             JSON Schema compile and per-token mask times on a schema suite (default tokenizer:\n"
     "             assets/tokenizers/deepseek-v3, vocabulary 129280); --write-tokens saves the token\n"
@@ -96,10 +97,11 @@ int cmd_bench(const Args& args) {
            "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max",
            "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
            "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens", "max-num-seqs",
-           "shared-prefix-len", "turns"},
+           "shared-prefix-len", "turns", "prefix-cache-dir"},
           {"remeasure", "help", "force-accept", "no-prefix-caching", "enable-prefix-caching"});
   if (f.has("force-accept") && which != "decode") throw UsageError("--force-accept applies to bench decode only");
-  for (const char* flag : {"max-num-seqs", "shared-prefix-len", "turns", "no-prefix-caching", "enable-prefix-caching"})
+  for (const char* flag : {"max-num-seqs", "shared-prefix-len", "turns", "no-prefix-caching", "enable-prefix-caching",
+                           "prefix-cache-dir"})
     if (f.has(flag) && which != "throughput")
       throw UsageError(std::string("--") + flag + " applies to bench throughput only");
   if (f.has("no-prefix-caching") && f.has("enable-prefix-caching"))
@@ -232,6 +234,8 @@ int cmd_bench(const Args& args) {
     o.turns = f.get_int_in("turns", 1, 1, 1 << 16);
     if (f.has("no-prefix-caching")) o.prefix_caching = 0;
     if (f.has("enable-prefix-caching")) o.prefix_caching = 1;
+    o.prefix_cache_dir = f.get_or("prefix-cache-dir", "");
+    if (f.has("prefix-cache-dir") && o.prefix_cache_dir.empty()) throw UsageError("--prefix-cache-dir is empty");
     if ((f.has("shared-prefix-len") || f.has("turns")) && f.has("dataset"))
       throw UsageError("--shared-prefix-len and --turns shape synthetic requests; --dataset brings its own");
     if (auto d = f.get("dataset")) {

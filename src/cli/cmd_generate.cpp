@@ -52,6 +52,8 @@ const char* kUsage =
     "  --enable-prefix-caching      reuse cached KV blocks of earlier requests with the same prefix (default\n"
     "                               on for dense models; bit-identical results)\n"
     "  --no-prefix-caching          compute every prompt in full\n"
+    "  --prefix-cache-dir DIR       disk tier: blocks evicted from memory are kept there (across restarts)\n"
+    "  --prefix-cache-disk-size SIZE  its budget (default 20GiB)\n"
     "  --speculative off|ngram|dspark  speculative decoding (default off); outputs stay bit-identical\n"
     "  --num-speculative-tokens K   drafts verified per step (default 4)\n"
     "  --speculative-verify fixed|varlen  verify every draft, or choose by DSpark confidences (default fixed)\n"
@@ -71,14 +73,13 @@ const char* kUsage =
 }  // namespace
 
 int cmd_generate(const Args& args) {
-  Flags f(args,
-          {"model", "prompt", "prompts", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "threads", "n",
-           "stop",
-           "logprobs", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
-           "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype",
-           "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
-           "ngram-max"},
-          {"json", "help", "no-yoco-replay", "no-kv-fake-quant", "enable-prefix-caching", "no-prefix-caching"});
+  // The engine's flags are the ones serve takes too (flags.h).
+  std::set<std::string> values = {"model", "prompt", "prompts", "max-tokens", "temperature", "top-p", "top-k",
+                                  "min-p", "seed", "n", "stop", "logprobs"};
+  values.insert(kEngineValueFlags.begin(), kEngineValueFlags.end());
+  std::set<std::string> bools = {"json", "help"};
+  bools.insert(kEngineBoolFlags.begin(), kEngineBoolFlags.end());
+  Flags f(args, values, bools);
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;

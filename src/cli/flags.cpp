@@ -117,6 +117,14 @@ void apply_engine_flags(const Flags& f, EngineArgs& ea) {
       throw UsageError("--enable-prefix-caching and --no-prefix-caching contradict each other");
     if (f.has("enable-prefix-caching")) ea.enable_prefix_caching = 1;
     if (f.has("no-prefix-caching")) ea.enable_prefix_caching = 0;
+    if (auto d = f.get("prefix-cache-dir")) {
+      if (d->empty()) throw UsageError("--prefix-cache-dir is empty");
+      ea.prefix_cache_dir = *d;
+    }
+    if (auto m = f.get("prefix-cache-disk-size")) {
+      ea.prefix_cache_disk_size = parse_memory_size(*m);
+      if (ea.prefix_cache_disk_size == 0) throw UsageError("--prefix-cache-disk-size must be more than 0 bytes");
+    }
     if (auto v = f.get("kv-cache-dtype")) ea.kv_cache_dtype = *v;
     apply_speculative_flags(f, ea);
     if (auto a = f.get("act-quant")) {

@@ -41,7 +41,8 @@ class Flags {
 // The speculative-decoding flags every engine command takes (engine_args.h): speculative,
 // num-speculative-tokens, speculative-verify, speculative-sampling, ngram-min, ngram-max.
 inline const std::set<std::string> kSpeculativeFlags = {"speculative", "num-speculative-tokens", "speculative-verify",
-                                                        "speculative-sampling", "ngram-min", "ngram-max"};
+                                                        "speculative-sampling", "ngram-min", "ngram-max",
+    "prefix-cache-dir", "prefix-cache-disk-size"};
 void apply_speculative_flags(const Flags& f, EngineArgs& ea);
 
 // The engine flags every engine command takes (model loading, cache, scheduling,
@@ -50,7 +51,8 @@ void apply_speculative_flags(const Flags& f, EngineArgs& ea);
 inline const std::set<std::string> kEngineValueFlags = {
     "threads", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
     "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype",
-    "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min", "ngram-max"};
+    "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min", "ngram-max",
+    "prefix-cache-dir", "prefix-cache-disk-size"};
 inline const std::set<std::string> kEngineBoolFlags = {"no-yoco-replay", "no-kv-fake-quant", "enable-prefix-caching",
                                                         "no-prefix-caching"};
 void apply_engine_flags(const Flags& f, EngineArgs& ea);

@@ -152,6 +152,16 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
          "--no-prefix-caching or leave the default");
   sc.prefix_caching = args_.enable_prefix_caching != 0 && spec.state_bytes_per_seq == 0;
   scheduler_ = std::make_unique<Scheduler>(sc, *blocks_);
+  if (!args_.prefix_cache_dir.empty()) {
+    if (!sc.prefix_caching)
+      fail("--prefix-cache-dir: ", cfg.architecture, " runs without prefix caching (per-sequence state)");
+    const uint64_t disk_bytes = args_.prefix_cache_disk_size ? args_.prefix_cache_disk_size : uint64_t(20) << 30;
+    disk_ = std::make_unique<cache::DiskTier>(args_.prefix_cache_dir, disk_bytes, model_identity(spec), *cache_);
+    cache::DiskTier* disk = disk_.get();
+    blocks_->set_evict_hook([disk](int32_t b, const cache::BlockHash& h, const cache::BlockHash& p,
+                                   const int32_t* t) { disk->store(b, h, p, t); });
+    scheduler_->set_disk_tier(disk);
+  }
   // Bounded replay exists for models with decoder layers after their last KV source.
   if (!cfg.deepseek_v41 && (args_.yoco_keep_tokens != -1 || args_.yoco_replay != -1))
     fail("--yoco-keep-tokens / --no-yoco-replay apply to DeepSeek-V4.1 only; ", cfg.architecture,
@@ -183,6 +193,10 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
                  "(%lld tokens) fit at once\n",
                  format_bytes(cache_->bytes()).c_str(), (long long)num_blocks, args_.block_size, (long long)tokens,
                  double(tokens) / double(max_model_len_), (long long)max_model_len_);
+    if (disk_)
+      std::fprintf(stderr, "gannet: prefix cache disk tier %s: %lld blocks (%s) of this model found\n",
+                   args_.prefix_cache_dir.c_str(), (long long)disk_->stats().files,
+                   format_bytes(uint64_t(disk_->stats().bytes)).c_str());
     std::fprintf(stderr, "gannet: prefix caching %s\n",
                  sc.prefix_caching ? "on"
                  : args_.enable_prefix_caching == 0
@@ -198,6 +212,41 @@ void Engine::set_forced_drafts(std::map<std::vector<int32_t>, std::vector<int32_
 
 Engine::~Engine() {
   exec_thread_.reset();  // finishes the steps in flight before the buffers they use go
+  if (disk_) {
+    // What memory still caches goes to disk too, so the next start finds it.
+    blocks_->for_each_cached([&](int32_t b, const cache::BlockHash& h, const cache::BlockHash& p, const int32_t* t) {
+      disk_->store(b, h, p, t);
+    });
+    blocks_->set_evict_hook(nullptr);
+    disk_.reset();  // waits for the writes
+  }
+}
+
+cache::BlockHash Engine::model_identity(const model::CacheSpec& spec) const {
+  // Everything besides the tokens that decides what a block's K/V hold: the architecture
+  // and config, every weight (names, types, shapes, bytes), the cache layout and the
+  // flags that change numerics. Not the thread count or kernel path: results are
+  // bit-identical across those.
+  std::string id = "gannet prefix cache 1\n";
+  {
+    std::ifstream f(args_.model + "/config.json", std::ios::binary);
+    id += std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()) + "\n";
+  }
+  cache::BlockHash h = cache::hash_text(id);
+  for (const std::string& name : checkpoint_->names()) {
+    const io::TensorRef t = checkpoint_->get(name);
+    std::string meta = name + "|" + std::to_string(int(t.info->dtype));
+    for (int64_t d : t.info->shape) meta += "," + std::to_string(d);
+    h = cache::hash_text(meta, h);
+    h = cache::hash_text(std::string_view(reinterpret_cast<const char*>(t.data), size_t(t.info->end - t.info->begin)), h);
+  }
+  std::string layout = "block_size=" + std::to_string(args_.block_size);
+  for (const kernels::CacheGroup& g : spec.groups)
+    layout += "|" + g.name + "," + std::to_string(g.layers) + "," + std::to_string(g.bytes_per_entry) + "," +
+              std::to_string(g.tokens_per_entry) + "," + kernels::cache_format_name(g.format);
+  layout += "|quantize=" + args_.quantize + "|exact_activations=" + std::to_string(args_.exact_activations) +
+            "|kv_fake_quant=" + std::to_string(args_.kv_fake_quant) + "|kv_cache_dtype=" + args_.kv_cache_dtype;
+  return cache::hash_text(layout, h);
 }
 
 void Engine::add_request(const std::string& id, const std::string& prompt, const SamplingParams& params) {

@@ -16,6 +16,7 @@
 
 #include "cache/block_manager.h"
 #include "cache/cache_engine.h"
+#include "cache/disk_tier.h"
 #include "core/thread_pool.h"
 #include "engine/executor.h"
 #include "engine/executor_thread.h"
@@ -67,6 +68,8 @@ class Engine {
   const model::Model& model() const { return *model_; }
   const EngineArgs& args() const { return args_; }
   const cache::BlockManager& block_manager() const { return *blocks_; }
+  // The prefix cache's disk tier, or null.
+  cache::DiskTier* disk_tier() const { return disk_.get(); }
   const Scheduler& scheduler() const { return *scheduler_; }
   int64_t max_model_len() const { return max_model_len_; }
   int64_t num_steps() const { return steps_; }
@@ -97,6 +100,8 @@ class Engine {
   // thread; uses the next plan/result buffer pair.
   void launch(const StepPlan& plan);
   RequestOutput& next_output();
+  // The prefix cache disk tier's model identity (disk_tier.h).
+  cache::BlockHash model_identity(const model::CacheSpec& spec) const;
 
   EngineArgs args_;
   std::unique_ptr<ThreadPool> pool_;
@@ -106,6 +111,7 @@ class Engine {
   int64_t replay_keep_ = 0;  // decoder bounded replay (DeepSeek-V4.1): rows kept; 0: off
   std::unique_ptr<cache::CacheEngine> cache_;
   std::unique_ptr<cache::BlockManager> blocks_;
+  std::unique_ptr<cache::DiskTier> disk_;  // the prefix cache's disk tier, when asked for
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<OutputProcessor> outputs_;

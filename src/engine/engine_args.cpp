@@ -68,6 +68,8 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_KV_FAKE_QUANT")) kv_fake_quant = parse_on_off("GANNET_KV_FAKE_QUANT", v) ? 1 : 0;
   if (auto v = env("GANNET_KV_CACHE_DTYPE")) kv_cache_dtype = v;
   if (auto v = env("GANNET_PREFIX_CACHING")) enable_prefix_caching = parse_on_off("GANNET_PREFIX_CACHING", v) ? 1 : 0;
+  if (auto v = env("GANNET_PREFIX_CACHE_DIR")) prefix_cache_dir = v;
+  if (auto v = env("GANNET_PREFIX_CACHE_DISK_SIZE")) prefix_cache_disk_size = parse_memory_size(v);
   if (auto v = env("GANNET_SPECULATIVE")) speculative = v;
   if (auto v = env("GANNET_NUM_SPECULATIVE_TOKENS")) num_speculative_tokens = to_int("GANNET_NUM_SPECULATIVE_TOKENS", v);
   if (auto v = env("GANNET_SPECULATIVE_VERIFY")) speculative_verify = v;
@@ -108,6 +110,10 @@ void EngineArgs::validate() const {
   if (speculative_verify == "varlen" && speculative != "dspark")
     fail("--speculative-verify varlen schedules by DSpark's confidences; it needs --speculative dspark (got ",
          speculative, ")");
+  if (prefix_cache_disk_size > 0 && prefix_cache_dir.empty())
+    fail("--prefix-cache-disk-size needs --prefix-cache-dir (the directory it sizes)");
+  if (!prefix_cache_dir.empty() && enable_prefix_caching == 0)
+    fail("--prefix-cache-dir is the prefix cache's disk tier; it cannot be used with --no-prefix-caching");
   if (ngram_min < 1 || ngram_max < ngram_min || ngram_max > 64)
     fail("--ngram-min / --ngram-max must satisfy 1 <= min <= max <= 64, got ", ngram_min, " and ", ngram_max);
 }
@@ -125,6 +131,9 @@ std::string EngineArgs::describe() const {
   if (kv_fake_quant != -1) os << " kv_fake_quant=" << (kv_fake_quant ? "on" : "off");
   if (kv_cache_dtype != "auto") os << " kv_cache_dtype=" << kv_cache_dtype;
   if (enable_prefix_caching != -1) os << " prefix_caching=" << (enable_prefix_caching ? "on" : "off");
+  if (!prefix_cache_dir.empty())
+    os << " prefix_cache_dir=" << prefix_cache_dir << " prefix_cache_disk_size="
+       << (prefix_cache_disk_size ? prefix_cache_disk_size : uint64_t(20) << 30);
   if (speculative != "off")
     os << " speculative=" << speculative << " num_speculative_tokens=" << speculative_tokens()
        << " speculative_verify=" << speculative_verify << " speculative_sampling=" << speculative_sampling

@@ -222,19 +222,43 @@ void Scheduler::schedule(StepPlan& plan) {
     if (lp) chunk = std::min({chunk, cfg_.prompt_logprob_chunk, cfg_.max_logit_rows - plan.num_logit_rows});
     else if (plan.num_logit_rows + 1 > cfg_.max_logit_rows) break;
     // Prefix caching: the longest cached run of its full blocks, leaving at least the last
-    // position of the prefill to compute (its logits are sampled from).
+    // position of the prefill to compute (its logits are sampled from). The blocks are
+    // pinned while admission decides; where memory's run ends, the disk tier may continue
+    // it, reading blocks back into free ones (kept cached even if admission fails).
     const int bs = blocks_.block_size();
-    int64_t hit = 0, hit_evictable = 0;
+    int64_t hit = 0;
     hit_blocks_.clear();
+    const int64_t reserve = running_.empty() ? 0 : blocks_.watermark();
     if (cfg_.prefix_caching && !lp && target > 1) {
       const auto t0 = std::chrono::steady_clock::now();
       const int64_t n = std::min(seq->num_tokens() / bs, blocks_.blocks_for(target - 1));
       if (n > 0) {
         hash_blocks(seq, n);
-        hit_evictable = blocks_.match_prefix(seq->block_hashes.data(), seq->tokens.data(), n, hit_blocks_);
+        blocks_.match_prefix(seq->block_hashes.data(), seq->tokens.data(), n, hit_blocks_);
+        for (int32_t b : hit_blocks_) blocks_.pin(b);
+        // Disk: one free block stays for computing, the watermark for running sequences.
+        while (disk_ && int64_t(hit_blocks_.size()) < n && blocks_.num_free_blocks() > reserve + 1) {
+          const size_t i = hit_blocks_.size();
+          const cache::BlockHash& h = seq->block_hashes[i];
+          if (!disk_->contains(h)) break;
+          const cache::BlockHash& parent = i ? seq->block_hashes[i - 1] : cache::kRootBlockHash;
+          const int32_t* toks = seq->tokens.data() + int64_t(i) * bs;
+          const int32_t b = blocks_.take_free_block();
+          if (!disk_->load(h, parent, toks, b)) {
+            blocks_.unpin(b);
+            break;
+          }
+          blocks_.register_block(b, h, parent, toks);
+          if (!blocks_.is_cached(b)) {  // memory holds other contents under this hash (a
+            blocks_.unpin(b);           // collision): never share a block the index lacks
+            break;
+          }
+          hit_blocks_.push_back(b);
+          ++prefix_stats_.disk_hit_blocks;
+        }
         hit = std::min(int64_t(hit_blocks_.size()) * bs, target - 1);
         while (int64_t(hit_blocks_.size()) > blocks_.blocks_for(hit)) {  // capped: drop unused tail
-          hit_evictable -= blocks_.ref_count(hit_blocks_.back()) == 0;
+          blocks_.unpin(hit_blocks_.back());
           hit_blocks_.pop_back();
         }
       }
@@ -242,19 +266,22 @@ void Scheduler::schedule(StepPlan& plan) {
     }
     // Positions from `hit` on that fit: new blocks, plus the rest of the last cached block,
     // which writing into takes a private copy of first.
-    const int64_t reserve = running_.empty() ? 0 : blocks_.watermark();
     const int64_t tail = hit % bs ? bs - hit % bs : 0;
-    const int64_t avail = blocks_.num_free_blocks() - hit_evictable - reserve - (tail ? 1 : 0);
+    const int64_t avail = blocks_.num_free_blocks() - reserve - (tail ? 1 : 0);
     const int64_t fit = avail < 0 ? 0 : avail * bs + tail;
     chunk = std::min(chunk, target - hit);
     if (splittable) chunk = std::min(chunk, fit);
-    if (chunk <= 0 || chunk > fit || (!splittable && chunk < target - hit)) break;
+    if (chunk <= 0 || chunk > fit || (!splittable && chunk < target - hit)) {
+      for (int32_t b : hit_blocks_) blocks_.unpin(b);
+      break;
+    }
     waiting_.pop_front();
     // Room for every block it may reach, so its decodes never reallocate the table.
     seq->table.blocks.reserve(size_t(blocks_.blocks_for(seq->prompt_len + seq->request->params.max_tokens + 1)));
     if (cfg_.prefix_caching) seq->block_hashes.reserve(seq->table.blocks.capacity());
     if (hit > 0) blocks_.admit_cached(seq->table, hit_blocks_, hit);
     else blocks_.admit(seq->table, 0);
+    for (int32_t b : hit_blocks_) blocks_.unpin(b);
     seq->num_computed = hit;
     seq->kv_done = hit;
     seq->num_registered = 0;

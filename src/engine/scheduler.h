@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cache/block_manager.h"
+#include "cache/disk_tier.h"
 #include "engine/sequence.h"
 #include "engine/step_plan.h"
 
@@ -65,6 +66,7 @@ struct PrefixCacheStats {
   int64_t hit_tokens = 0;      // of those, taken from cached blocks
   int64_t admissions_hit = 0;  // admissions that took at least one block
   int64_t admissions = 0;      // admissions that looked the cache up
+  int64_t disk_hit_blocks = 0; // blocks read back from the disk tier
   // Time spent on it (steady clock): hashing and lookup at admission attempts, and
   // registering written blocks (hashing included) after steps.
   double lookup_seconds = 0, register_seconds = 0;
@@ -112,6 +114,8 @@ class Scheduler {
   size_t num_running() const { return running_.size(); }
   int64_t num_preemptions() const { return preemptions_; }
   const PrefixCacheStats& prefix_stats() const { return prefix_stats_; }
+  // The prefix cache's disk tier (null: none): admission reads blocks back from it.
+  void set_disk_tier(cache::DiskTier* disk) { disk_ = disk; }
   const SchedulerConfig& config() const { return cfg_; }
 
  private:
@@ -148,6 +152,7 @@ class Scheduler {
   void append_token(Sequence* seq, const SampledToken& t);
   int64_t preemptions_ = 0;
   PrefixCacheStats prefix_stats_;
+  cache::DiskTier* disk_ = nullptr;
   std::vector<int32_t> hit_blocks_;  // admission's match_prefix output, reused
   uint64_t step_ = 0;               // schedule() calls, to mark planned sequences
   // State-slot copies owed to forked samples, applied by the next plan unless the child

@@ -4,9 +4,16 @@
 // system prompt run one after another), from a batch sharing a system prompt, after
 // preemption, or with the whole prompt cached (its last position computed again). n > 1
 // samples and prompt logprobs (which compute every position) likewise. Hits are counted,
-// so none of these can pass by missing the cache.
+// so none of these can pass by missing the cache. The disk tier: evicted blocks come back
+// from disk, a restart finds the last run's blocks, corrupt files are dropped, another
+// model's files are ignored, and the size budget holds.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 
@@ -227,4 +234,170 @@ TEST(EnginePrefixCache, OffMeansNoHits) {
   EXPECT_EQ(e.scheduler().prefix_stats().hit_tokens, 0);
   EXPECT_EQ(e.block_manager().num_cached_blocks(), 0);
   for (auto& [i, r] : got) EXPECT_EQ(r.cached_tokens, 0);
+}
+
+namespace {
+
+std::string fresh_dir(const std::string& name) {
+  const std::string d = ::testing::TempDir() + "gannet_prefix_" + name + "_" + std::to_string(::getpid());
+  std::filesystem::remove_all(d);
+  return d;
+}
+
+std::vector<std::filesystem::path> block_files(const std::string& dir) {
+  std::vector<std::filesystem::path> v;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".kvb") v.push_back(e.path());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+EngineArgs disk_args(const std::string& dir, uint64_t kv_bytes, bool async) {
+  EngineArgs a = args(true, async, kv_bytes);
+  a.prefix_cache_dir = dir;
+  return a;
+}
+
+// Sequentially, each request alone (the hits the disk tier can give).
+std::map<int, Result> run_each(engine::Engine& e, const std::vector<Case>& cases) {
+  std::map<int, Result> got;
+  for (int i = 0; i < int(cases.size()); ++i) got[i] = run(e, cases, {i}).at(i);
+  return got;
+}
+
+}  // namespace
+
+// Blocks evicted from a small memory cache go to disk and come back on later hits; what
+// memory still holds at shutdown is saved, so a restarted engine starts with hits. Both
+// runs are bit-identical to full computation.
+TEST(EnginePrefixCache, DiskTierServesEvictedBlocksAndSurvivesRestart) {
+  const auto cases = make_cases();
+  const std::string dir = fresh_dir("restart");
+  const uint64_t kv = uint64_t(12) * kBlock * 512;  // 12 blocks: most cached blocks get evicted
+  for (bool async : kModes) {
+    std::filesystem::remove_all(dir);
+    {
+      engine::Engine e(disk_args(dir, kv, async));
+      auto got = run_each(e, cases);
+      expect_same(got, async ? "disk tier, async" : "disk tier");
+      e.disk_tier()->flush();
+      EXPECT_GT(e.disk_tier()->stats().writes, 10);
+      EXPECT_GT(e.scheduler().prefix_stats().disk_hit_blocks, 0) << "evicted blocks should come back from disk";
+    }
+    engine::Engine e(disk_args(dir, kv, async));
+    auto got = run_each(e, cases);
+    expect_same(got, async ? "after restart, async" : "after restart");
+    EXPECT_EQ(got[0].cached_tokens, int64_t(cases[0].prompt.size() - 1) / kBlock * kBlock)
+        << "the first request hits the previous run's blocks";
+    EXPECT_EQ(got[16].cached_tokens, 32);
+    EXPECT_GT(e.disk_tier()->stats().hits, 10);
+    EXPECT_EQ(e.disk_tier()->stats().corrupt, 0);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Corrupt and truncated files are detected by their checksums and sizes, deleted and
+// never used: the results stay exact, computed instead.
+TEST(EnginePrefixCache, CorruptDiskBlocksAreDroppedNeverUsed) {
+  const auto cases = make_cases();
+  const std::string dir = fresh_dir("corrupt");
+  const uint64_t kv = uint64_t(12) * kBlock * 512;
+  {
+    engine::Engine e(disk_args(dir, kv, false));
+    run_each(e, cases);
+  }
+  const auto files = block_files(dir);
+  ASSERT_GT(files.size(), 20u);
+  auto slurp = [](const std::filesystem::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  std::vector<std::string> original, broken;
+  for (const auto& f : files) original.push_back(slurp(f));
+  int damaged = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const auto size = std::filesystem::file_size(files[i]);
+    if (i % 3 == 0) {  // one payload byte flipped
+      std::fstream f(files[i], std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(std::streamoff(size - 100));
+      char c;
+      f.read(&c, 1);
+      c = char(c ^ 0x10);
+      f.seekp(std::streamoff(size - 100));
+      f.write(&c, 1);
+      ++damaged;
+    } else if (i % 3 == 1) {  // cut short
+      std::filesystem::resize_file(files[i], size / 2);
+      ++damaged;
+    }
+  }
+  for (const auto& f : files) broken.push_back(slurp(f));
+  engine::Engine e(disk_args(dir, kv, false));
+  auto got = run_each(e, cases);
+  expect_same(got, "corrupt disk tier");
+  e.disk_tier()->flush();
+  const auto st = e.disk_tier()->stats();
+  EXPECT_GT(st.corrupt, 0);
+  EXPECT_GT(st.hits, 0) << "the intact third still serves";
+  // Each detection deleted one damaged file (the block, computed again, may have been
+  // written back since: then with its original bytes); intact files were never flagged.
+  int detected = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const bool exists = std::filesystem::exists(files[i]);
+    const std::string now = exists ? slurp(files[i]) : std::string();
+    if (i % 3 == 2) {
+      EXPECT_TRUE(!exists || now == original[i]) << files[i];
+      continue;
+    }
+    EXPECT_TRUE(!exists || now == broken[i] || now == original[i]) << files[i];
+    detected += !exists || now == original[i];
+  }
+  EXPECT_EQ(detected, st.corrupt);
+  EXPECT_LE(st.corrupt, damaged);
+  std::filesystem::remove_all(dir);
+}
+
+// A directory written by another model is ignored (counted, warned about); a budget
+// smaller than what is evicted keeps the files within it, oldest removed first.
+TEST(EnginePrefixCache, DiskTierIgnoresOtherModelsAndKeepsItsBudget) {
+  const auto cases = make_cases();
+  const std::string dir = fresh_dir("foreign");
+  const uint64_t kv = uint64_t(12) * kBlock * 512;
+  {
+    engine::Engine e(disk_args(dir, kv, false));
+    run_each(e, cases);
+  }
+  const size_t ours = block_files(dir).size();
+  ASSERT_GT(ours, 20u);
+  {
+    EngineArgs a = disk_args(dir, kv, false);
+    a.model = gannet::test_support::tiny_checkpoint("llama", 4);  // other weights, same shapes
+    engine::Engine e(a);
+    EXPECT_EQ(e.disk_tier()->stats().files, 0);
+    EXPECT_EQ(e.disk_tier()->stats().foreign, int64_t(ours));
+    for (int i = 0; i < 3; ++i) run(e, cases, {i});
+    EXPECT_EQ(e.disk_tier()->stats().hits, 0);
+  }
+  {
+    EngineArgs a = disk_args(dir, kv, false);
+    a.kv_cache_dtype = "bf16";  // other K/V contents: another identity too
+    engine::Engine e(a);
+    EXPECT_EQ(e.disk_tier()->stats().files, 0);
+  }
+  std::filesystem::remove_all(dir);
+  {
+    EngineArgs a = disk_args(dir, kv, false);
+    const uint64_t file = 8192 + 200;  // a block's bytes and its header
+    a.prefix_cache_disk_size = 5 * file;
+    engine::Engine e(a);
+    run_each(e, cases);
+    e.disk_tier()->flush();
+    EXPECT_GT(e.disk_tier()->stats().removed, 0);
+    EXPECT_LE(e.disk_tier()->stats().bytes, int64_t(5 * file));
+  }
+  std::error_code ec;
+  uint64_t total = 0;
+  for (const auto& f : block_files(dir)) total += std::filesystem::file_size(f, ec);
+  EXPECT_LE(total, uint64_t(5 * (8192 + 200)));
+  std::filesystem::remove_all(dir);
 }

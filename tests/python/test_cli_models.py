@@ -111,6 +111,10 @@ def test_generate_usage_errors(gannet, tiny_models):
         (["--model", m, "--prompt", "x", "--top-p", "0"], "top_p must be in (0, 1]"),
         (["--model", m, "--prompt", "x", "--max-tokens", "0"], "max_tokens must be >= 1"),
         (["--model", m, "--prompt", "x", "--max-tokens", "99999999"], "exceeds the model's context"),
+        (["--model", m, "--prompt", "x", "--prefix-cache-disk-size", "1GiB"], "--prefix-cache-disk-size needs --prefix-cache-dir"),
+        (["--model", m, "--prompt", "x", "--prefix-cache-dir", "/tmp/x", "--no-prefix-caching"], "cannot be used with --no-prefix-caching"),
+        (["--model", m, "--prompt", "x", "--no-prefix-caching", "--enable-prefix-caching"], "contradict each other"),
+        (["--model", m, "--prompt", "x", "--prefix-cache-dir", "/proc/nope"], "--prefix-cache-dir /proc/nope"),
     ]:
         p = gannet(["generate", *args], check=False)
         assert p.returncode != 0, args
