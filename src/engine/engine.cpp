@@ -143,14 +143,31 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
            " drafts of a row in one step: --max-num-batched-tokens (", args_.max_num_batched_tokens,
            ") must be at least ", 1 + sc.num_speculative_tokens);
   }
-  // Prefix caching needs a cache that is all paged: per-sequence state (DeepSeek-V4's
-  // window rings and open compressor groups) would have to be rebuilt on a hit.
-  if (args_.enable_prefix_caching == 1 && spec.state_bytes_per_seq > 0)
-    fail("--enable-prefix-caching: ", cfg.architecture, " keeps per-sequence state (",
-         format_bytes(uint64_t(spec.state_bytes_per_seq)),
-         " per sequence) that a cache hit would have to rebuild, which is not supported yet; use "
-         "--no-prefix-caching or leave the default");
-  sc.prefix_caching = args_.enable_prefix_caching != 0 && spec.state_bytes_per_seq == 0;
+  // Bounded replay exists for models with decoder layers after their last KV source.
+  if (!cfg.deepseek_v41 && (args_.yoco_keep_tokens != -1 || args_.yoco_replay != -1))
+    fail("--yoco-keep-tokens / --no-yoco-replay apply to DeepSeek-V4.1 only; ", cfg.architecture,
+         " has no decoder layers to replay");
+  replay_keep_ = cfg.deepseek_v41 && args_.yoco_replay != 0 ? (args_.yoco_keep_tokens > 0 ? args_.yoco_keep_tokens : 140) : 0;
+  // Prefix caching: a cache that is all paged takes hits as they are; a model with
+  // per-sequence state (DeepSeek-V4.1's window rings, open compressor groups, Engram
+  // history) rebuilds it by recomputing cached positions (Model::prefix_replay_start);
+  // one that cannot (DeepSeek-V4), or whose drafter keeps state of its own, runs without.
+  const bool stateful = spec.state_bytes_per_seq > 0;
+  const bool rebuildable = !stateful || model_->prefix_replay_start(int64_t(1) << 30, 0) >= 0;
+  const char* no_cache_why = !rebuildable ? "keeps per-sequence state a cache hit cannot rebuild"
+                             : stateful && args_.speculative == "dspark"
+                                 ? "drafts with DSpark, whose per-sequence rings a cache hit does not rebuild"
+                                 : nullptr;
+  if (args_.enable_prefix_caching == 1 && no_cache_why)
+    fail("--enable-prefix-caching: ", cfg.architecture, " ", no_cache_why, "; use --no-prefix-caching or leave the default");
+  sc.prefix_caching = args_.enable_prefix_caching != 0 && !no_cache_why;
+  if (sc.prefix_caching && stateful) {
+    const model::Model* m = model_.get();
+    const int64_t keep = replay_keep_;
+    sc.replay_start = [m, keep](int64_t hit, int64_t prompt_len) {
+      return m->prefix_replay_start(hit, keep > 0 ? std::max<int64_t>(0, prompt_len - keep) : 0);
+    };
+  }
   scheduler_ = std::make_unique<Scheduler>(sc, *blocks_);
   if (!args_.prefix_cache_dir.empty()) {
     if (!sc.prefix_caching)
@@ -162,11 +179,6 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
                                    const int32_t* t) { disk->store(b, h, p, t); });
     scheduler_->set_disk_tier(disk);
   }
-  // Bounded replay exists for models with decoder layers after their last KV source.
-  if (!cfg.deepseek_v41 && (args_.yoco_keep_tokens != -1 || args_.yoco_replay != -1))
-    fail("--yoco-keep-tokens / --no-yoco-replay apply to DeepSeek-V4.1 only; ", cfg.architecture,
-         " has no decoder layers to replay");
-  replay_keep_ = cfg.deepseek_v41 && args_.yoco_replay != 0 ? (args_.yoco_keep_tokens > 0 ? args_.yoco_keep_tokens : 140) : 0;
   executor_ = std::make_unique<Executor>(*model_, *cache_, pool_.get(), args_.max_num_batched_tokens,
                                          sc.max_logit_rows, args_.max_num_seqs, eos_ids_, replay_keep_,
                                          sampling::NgramConfig{args_.ngram_min, args_.ngram_max},
@@ -201,7 +213,7 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
                  sc.prefix_caching ? "on"
                  : args_.enable_prefix_caching == 0
                      ? "off (--no-prefix-caching)"
-                     : "off (this model keeps per-sequence state a cache hit would have to rebuild)");
+                     : "off (this model keeps per-sequence state a cache hit cannot rebuild, or drafts with DSpark)");
   }
 }
 

@@ -56,6 +56,8 @@ void Executor::apply_changes(const StepPlan& plan) {
     r.seed = a.seed;
     r.sample_index = a.sample_index;
     r.state_slot = a.state_slot;
+    r.window_from = a.window_from;
+    r.cached_until = a.cached_until;
     r.drafts.assign(size_t(draft_block_), 0);
     r.confidence.assign(size_t(draft_block_), 0.0f);
     r.draft_base = -1;
@@ -189,6 +191,8 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     as.block_table = row.blocks.data();
     as.state_slot = row.state_slot;
     as.replay_from = replay_keep_ > 0 ? std::max<int64_t>(0, row.prompt_len - replay_keep_) : 0;
+    as.window_from = row.window_from;
+    as.cached_until = row.cached_until;
     first_row_[i] = rows;
     tok0_[i] = n;
     seq_of_[i] = n_seqs;

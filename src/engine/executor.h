@@ -57,6 +57,7 @@ class Executor {
     uint64_t seed = 0;
     int sample_index = 0;
     int32_t state_slot = -1;
+    int64_t window_from = 0, cached_until = 0;  // prefix-cache replay (RowAdd)
     // The model's drafter's proposals for the tokens after tokens[draft_base - 1], made at
     // the end of the step that produced that token (DSpark), with their confidences.
     std::vector<int32_t> drafts;

@@ -83,6 +83,8 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int
     a.sample_index = seq->sample_index;
     a.state_slot = seq->table.state_slot;
     a.grammar = req.grammar;
+    a.window_from = seq->window_from;
+    a.cached_until = seq->cached_until;
     seq->in_executor = true;
     seq->table.dirty_from = 0;  // the new row gets the whole table
   }
@@ -257,6 +259,7 @@ void Scheduler::schedule(StepPlan& plan) {
           ++prefix_stats_.disk_hit_blocks;
         }
         hit = std::min(int64_t(hit_blocks_.size()) * bs, target - 1);
+        if (cfg_.replay_start) hit = hit / bs * bs;  // state is rebuilt at block boundaries
         while (int64_t(hit_blocks_.size()) > blocks_.blocks_for(hit)) {  // capped: drop unused tail
           blocks_.unpin(hit_blocks_.back());
           hit_blocks_.pop_back();
@@ -264,14 +267,25 @@ void Scheduler::schedule(StepPlan& plan) {
       }
       prefix_stats_.lookup_seconds += since(t0);
     }
-    // Positions from `hit` on that fit: new blocks, plus the rest of the last cached block,
-    // which writing into takes a private copy of first.
+    // The first position computed: the hit's end, or earlier where the model rebuilds its
+    // per-sequence state by recomputing positions it holds cached (the replay).
+    int64_t start = hit;
+    if (cfg_.replay_start && hit > 0) {
+      start = cfg_.replay_start(hit, seq->prompt_len);
+      if (start <= 0) {  // too short a hit to pay for its replay
+        for (int32_t b : hit_blocks_) blocks_.unpin(b);
+        hit_blocks_.clear();
+        hit = start = 0;
+      }
+    }
+    // Positions from `start` on that fit: the replayed ones (in cached blocks), new blocks,
+    // and the rest of the last cached block, which writing into takes a private copy of.
     const int64_t tail = hit % bs ? bs - hit % bs : 0;
     const int64_t avail = blocks_.num_free_blocks() - reserve - (tail ? 1 : 0);
-    const int64_t fit = avail < 0 ? 0 : avail * bs + tail;
-    chunk = std::min(chunk, target - hit);
+    const int64_t fit = (hit - start) + (avail < 0 ? 0 : avail * bs + tail);
+    chunk = std::min(chunk, target - start);
     if (splittable) chunk = std::min(chunk, fit);
-    if (chunk <= 0 || chunk > fit || (!splittable && chunk < target - hit)) {
+    if (chunk <= 0 || chunk > fit || (!splittable && chunk < target - start)) {
       for (int32_t b : hit_blocks_) blocks_.unpin(b);
       break;
     }
@@ -282,15 +296,19 @@ void Scheduler::schedule(StepPlan& plan) {
     if (hit > 0) blocks_.admit_cached(seq->table, hit_blocks_, hit);
     else blocks_.admit(seq->table, 0);
     for (int32_t b : hit_blocks_) blocks_.unpin(b);
-    seq->num_computed = hit;
-    seq->kv_done = hit;
+    seq->num_computed = start;
+    seq->kv_done = start;
     seq->num_registered = 0;
+    seq->window_from = start < hit ? start : 0;
+    seq->cached_until = start < hit ? hit : 0;
     if (cfg_.prefix_caching && !lp) {
+      // Saved: the positions not computed (a replay computes some cached ones again).
       prefix_stats_.queried_tokens += target;
-      prefix_stats_.hit_tokens += hit;
-      prefix_stats_.admissions_hit += hit > 0;
+      prefix_stats_.hit_tokens += start;
+      prefix_stats_.replayed_tokens += hit - start;
+      prefix_stats_.admissions_hit += start > 0;
       ++prefix_stats_.admissions;
-      if (seq->num_preemptions == 0 && seq->sample_index == 0) seq->request->metrics.cached_tokens = hit;
+      if (seq->num_preemptions == 0 && seq->sample_index == 0) seq->request->metrics.cached_tokens = start;
     }
     reserved_slots_ += need_slots - 1;
     seq->status = SeqStatus::kRunning;

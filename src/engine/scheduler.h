@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -59,6 +60,10 @@ struct SchedulerConfig {
   // registered once completed steps have written them. Only for models whose cache is
   // all paged (no per-sequence state); requests wanting prompt logprobs compute it all.
   bool prefix_caching = false;
+  // Models with per-sequence state (DeepSeek-V4.1): a hit covers whole blocks only and
+  // the sequence recomputes from replay_start(hit, prompt_len) (< 0: the hit is not used)
+  // to rebuild its state; null: the cache is all paged and the hit is computed from.
+  std::function<int64_t(int64_t hit, int64_t prompt_len)> replay_start;
 };
 
 struct PrefixCacheStats {
@@ -67,6 +72,7 @@ struct PrefixCacheStats {
   int64_t admissions_hit = 0;  // admissions that took at least one block
   int64_t admissions = 0;      // admissions that looked the cache up
   int64_t disk_hit_blocks = 0; // blocks read back from the disk tier
+  int64_t replayed_tokens = 0; // cached positions computed again to rebuild state
   // Time spent on it (steady clock): hashing and lookup at admission attempts, and
   // registering written blocks (hashing included) after steps.
   double lookup_seconds = 0, register_seconds = 0;

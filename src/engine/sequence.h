@@ -52,6 +52,9 @@ struct Sequence {
   std::vector<cache::BlockHash> block_hashes;
   int64_t kv_done = 0;
   int64_t num_registered = 0;
+  // A hit for a model with per-sequence state recomputes [window_from, cached_until) to
+  // rebuild it (Model::prefix_replay_start); 0, 0: none.
+  int64_t window_from = 0, cached_until = 0;
   bool in_executor = false;     // the executor holds a row for it (added, not yet removed)
   CompletionOutput out;         // text, ids, logprobs, finish reason
   size_t sent_tokens = 0, sent_text = 0;  // what streamed outputs have carried so far

@@ -33,6 +33,8 @@ struct RowAdd {
   // Structured output: the request's compiled grammar (immutable, shared by its samples);
   // the executor rebuilds the constraint's state from `tokens`.
   std::shared_ptr<structured::Automaton> grammar;
+  // Prefix-cache replay (AttentionSeq::window_from / cached_until): 0, 0 for none.
+  int64_t window_from = 0, cached_until = 0;
 };
 
 struct PlanRow {

@@ -67,6 +67,15 @@ class Model {
   virtual std::map<std::string, uint64_t> weight_bytes_by_format() const = 0;
   // Of weight_bytes(): the vocabulary projection's (read only for rows that need logits).
   virtual uint64_t output_weight_bytes() const = 0;
+  // Prefix caching: with positions [0, hit) of a sequence in cached blocks, the first
+  // position to compute so that its per-sequence state comes out exactly as a full
+  // computation leaves it (AttentionSeq::window_from / cached_until); replay_from is its
+  // decoder bounded replay start (0: none). A model whose cache is all paged needs no
+  // replay (hit); -1: this model cannot use the hit.
+  virtual int64_t prefix_replay_start(int64_t hit, int64_t replay_from) const {
+    (void)replay_from;
+    return cache_spec().state_bytes_per_seq == 0 ? hit : -1;
+  }
   // The model's own drafter: drafts per step (0: none, or not enabled by
   // ModelConfig::dspark), and the drafting after a forward (jobs of distinct sequences).
   virtual int64_t draft_block() const { return 0; }

@@ -49,6 +49,11 @@ struct AttentionSeq {
   // Bounded replay (DeepSeek-V4.1): positions before this skip the layers after the last
   // KV source; 0: none. Models without such layers ignore it (the engine refuses the flag).
   int64_t replay_from = 0;
+  // Prefix-cache replay (models with per-sequence state, Model::prefix_replay_start):
+  // positions before cached_until are in cached blocks whose entries are not written
+  // again; positions from window_from on are recomputed to rebuild the state, and no
+  // window reaches before window_from. 0, 0: none.
+  int64_t window_from = 0, cached_until = 0;
 };
 
 // q, out: [n_tokens, n_heads, head_dim]; token_seq, token_pos: [n_tokens]; query head h

@@ -58,6 +58,8 @@ class DeepseekV41Model final : public Model {
       c.n = end - at;
       c.row0 = at;
       c.replay_from = seq.replay_from;
+      c.window_from = seq.window_from;
+      c.write_from = seq.cached_until;
       chunks_.push_back(c);
       at = end;
     }
@@ -101,6 +103,9 @@ class DeepseekV41Model final : public Model {
   }
   uint64_t output_weight_bytes() const override { return m_.weights().head.bytes(); }
 
+  int64_t prefix_replay_start(int64_t hit, int64_t replay_from) const override {
+    return m_.prefix_replay_start(hit, replay_from);
+  }
   int64_t draft_block() const override { return m_.dspark_enabled() ? m_.dspark_block() : 0; }
   void draft(const Batch& last, const DraftJob* jobs, int64_t n_jobs, const CacheViews& cache,
              ThreadPool* pool) override {

@@ -318,8 +318,9 @@ void DeepseekV41::compress(int64_t l, const Chunk& ch, const float* kv, const fl
   // Main entries: RoPE at the group's first position. Storing applies FQ4 / 32 to the key
   // and FQ4 with E4M3 scales / 16 to the entry.
   kernels::apply_rope(latent.data(), groups, 1, int(D), pos.data(), rope_compress_, true, int(D - c_.qk_rope_head_dim));
-  for (int64_t g = 0; g < groups; ++g)
-    store_entry(entry(mem, l, entry_ids[size_t(g)]), latent.data() + g * D, kn.data() + g * idh);
+  for (int64_t g = 0; g < groups; ++g)  // prefix-cache replay: cached entries stay as they are
+    if ((entry_ids[size_t(g)] + 1) * ratio > ch.write_from)
+      store_entry(entry(mem, l, entry_ids[size_t(g)]), latent.data() + g * D, kn.data() + g * idh);
 }
 
 void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float* wts, Shared& sh) const {
@@ -435,8 +436,9 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
     const Shared& sh = shared[ci];
     const int64_t n = ch.n, pos0 = ch.pos0;
     const int64_t src = ratio ? c_.kv_source_of(l) : -1, entries = ratio ? (pos0 + n) / ratio : 0;
-    // Bounded replay: a decoder layer's window holds nothing before replay_from.
-    const int64_t lo = l > last_src_ ? ch.replay_from : 0;
+    // Bounded replay: a decoder layer's window holds nothing before replay_from; a
+    // prefix-cache replay's windows nothing before window_from.
+    const int64_t lo = std::max(l > last_src_ ? ch.replay_from : 0, ch.window_from);
     uint8_t* ring = window(mem, l);
     const int64_t RW = lay_.window_ring;
     for (int64_t kp = std::max<int64_t>(lo, pos0 - W + 1); kp < pos0; ++kp)
@@ -545,7 +547,9 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
     GANNET_CHECK(ch.n > 0 && ch.row0 >= 0 && ch.row0 + ch.n <= N, "chunk rows");
     if (ch.pos0 < 0 || ch.pos0 + ch.n > c_.max_position_embeddings)
       fail("positions up to ", ch.pos0 + ch.n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
-    if (ch.pos0 == 0) std::memset(ch.m->state, 0, size_t(lay_.state_bytes));  // a sequence (re)starts
+    // A sequence (re)starts, or its prefix-cache replay does.
+    if (ch.pos0 == 0 || (ch.window_from > 0 && ch.pos0 == ch.window_from))
+      std::memset(ch.m->state, 0, size_t(lay_.state_bytes));
     for (int64_t i = 0; i < ch.n; ++i) pos[size_t(ch.row0 + i)] = int32_t(ch.pos0 + i);
     covered += ch.n;
   }
@@ -673,6 +677,17 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
   mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
   kernels::rmsnorm(col.data(), w_.norm.data(), nrm.data(), N, d, float(c_.rms_norm_eps));
   for (int64_t i = 0; i < N; ++i) std::memcpy(hidden + kept_rows[size_t(i)] * d, nrm.data() + i * d, size_t(d) * 4);
+}
+
+int64_t DeepseekV41::prefix_replay_start(int64_t hit, int64_t replay_from) const {
+  const int64_t W = c_.sliding_window, NG = c_.engram_layer_ids.empty() ? 1 : c_.engram_max_ngram_size;
+  // Positions the window chains of `layers` layers (and the Engram history) need behind
+  // the first position that must be exact; rounded up to an even position (ratio-2 groups
+  // then close inside the replay).
+  auto span = [&](int64_t layers) { return NG + layers * W; };
+  int64_t s = replay_from > 0 ? std::min(hit, replay_from) - span(last_src_ + 1) : hit - span(c_.num_hidden_layers);
+  s = s / 2 * 2;  // toward 0: more replay, never less
+  return s > 0 ? s : -1;
 }
 
 void DeepseekV41::logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const {

@@ -123,11 +123,25 @@ class DeepseekV41 {
   // at positions >= replay_from, and their attention windows see no position before it,
   // now and in every later step of that sequence. The hidden rows of skipped positions are
   // NaN. The KV sources' caches are unaffected.
+  //
+  // Prefix-cache replay: a sequence whose positions [0, write_from) come from cached
+  // blocks recomputes [window_from, write_from) to rebuild its state (window rings, open
+  // groups, Engram history) without writing their compressed entries, which the cache
+  // already holds; no window reaches before window_from, and its state restarts there.
+  // prefix_replay_start() says how far back that must begin to be exact.
   struct Chunk {
     const SeqMem* m = nullptr;
     int64_t pos0 = 0, n = 0, row0 = 0;
     int64_t replay_from = 0;
+    int64_t window_from = 0, write_from = 0;
   };
+  // The first position to recompute when [0, hit) is cached: every window ring read at or
+  // after `hit` then holds exactly what a full computation leaves there. Each layer's
+  // window carries inexactness W - 1 positions further, the Engram history its n-gram
+  // length; with decoder bounded replay (replay_from > 0) the layers after the last KV
+  // source start at replay_from in both computations, so only the layers up to it count,
+  // and their rows must be exact by replay_from. -1: not worth it (nothing left cached).
+  int64_t prefix_replay_start(int64_t hit, int64_t replay_from) const;
   //
   // capture, if not null, receives [rows, capture_width()]: for each row, the mean over the
   // hc streams of each DSpark target layer's input residual (after its Engram, before its

@@ -1,0 +1,251 @@
+// Prefix caching on DeepSeek-V4.1 (tests/golden/deepseek-v41-tiny: 6 layers, an 8-token
+// window, ratio-2 and ratio-1 KV sources, Engram). Cached blocks hold the compressed
+// entries and index keys; the per-sequence state (window rings, open groups, Engram
+// history) is rebuilt by recomputing the positions before the hit that its windows can
+// reach (Model::prefix_replay_start). A hit is then bit-identical to a full computation:
+// token ids and logprobs, sequentially, batched and chunked (replays split across steps),
+// async or not, with decoder bounded replay on, after preemption, and from the disk tier.
+// Hits and replayed positions are counted, so none of it can pass by missing the cache.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "core/error.h"
+#include "engine/engine.h"
+
+using namespace gannet;
+
+namespace {
+
+std::string model_dir() {
+  const char* src = std::getenv("GANNET_SOURCE_DIR");
+  return (std::filesystem::path(src ? src : ".") / "tests" / "golden" / "deepseek-v41-tiny").string();
+}
+
+struct Case {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+};
+
+struct Result {
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<std::vector<float>> lps;
+  int64_t cached = 0;
+};
+
+// 14 requests: 10 share a 150-token prefix (9 full 16-token blocks) with suffixes of
+// 1..40 tokens, 2 repeat earlier ones, 2 are unrelated; one has n = 2 samples.
+std::vector<Case> make_cases() {
+  std::mt19937 rng(5);
+  auto tokens = [&](int n) {
+    std::vector<int32_t> v;
+    for (int i = 0; i < n; ++i) v.push_back(int32_t(rng() % 512));
+    return v;
+  };
+  const std::vector<int32_t> shared = tokens(150);
+  std::vector<Case> cases;
+  auto add = [&](std::vector<int32_t> p, int i) {
+    Case c;
+    c.prompt = std::move(p);
+    c.params.max_tokens = 5 + i % 4;
+    c.params.logprobs = 2;
+    c.params.ignore_eos = true;
+    if (i % 2) {
+      c.params.temperature = 1.0;
+      c.params.seed = 70 + uint64_t(i);
+    } else {
+      c.params.temperature = 0;
+    }
+    cases.push_back(c);
+  };
+  for (int i = 0; i < 10; ++i) {
+    std::vector<int32_t> p = shared;
+    for (int32_t t : tokens(1 + int(rng() % 40))) p.push_back(t);
+    add(p, i);
+  }
+  add(cases[2].prompt, 10);
+  add(cases[5].prompt, 11);
+  add(tokens(120), 12);
+  add(tokens(30), 13);
+  cases[7].params.n = 2;
+  return cases;
+}
+
+EngineArgs args(bool caching, bool async, int64_t budget = 2048, int64_t keep = -1) {
+  EngineArgs a;
+  a.model = model_dir();
+  a.quiet = true;
+  a.threads = 2;
+  a.max_num_seqs = 32;
+  a.kv_cache_memory = 16ull << 20;
+  a.block_size = 16;
+  a.async_scheduling = async;
+  a.max_num_batched_tokens = budget;
+  a.enable_prefix_caching = caching ? 1 : 0;
+  if (keep > 0) a.yoco_keep_tokens = keep;
+  else a.yoco_replay = 0;  // the full prefill unless a test asks for bounded replay
+  return a;
+}
+
+std::map<int, Result> run(engine::Engine& e, const std::vector<Case>& cases, const std::vector<int>& which) {
+  for (int i : which) e.add_request("r" + std::to_string(i), cases[size_t(i)].prompt, cases[size_t(i)].params);
+  std::map<int, Result> out;
+  while (e.has_unfinished())
+    for (RequestOutput& o : e.step())
+      if (o.finished) {
+        Result r;
+        for (const auto& c : o.outputs) {
+          r.ids.push_back(c.token_ids);
+          std::vector<float> lp;
+          for (const auto& p : c.logprobs) {
+            lp.push_back(p.logprob);
+            for (const auto& t : p.top) lp.push_back(t.logprob), lp.push_back(float(t.id));
+          }
+          r.lps.push_back(lp);
+        }
+        r.cached = o.metrics.cached_tokens;
+        out[std::stoi(o.request_id.substr(1))] = r;
+      }
+  EXPECT_EQ(e.block_manager().num_free_blocks(), e.block_manager().num_blocks());
+  EXPECT_EQ(e.block_manager().num_free_slots(), e.block_manager().num_state_slots());
+  EXPECT_EQ(e.num_executor_rows(), 0u);
+  return out;
+}
+
+std::map<int, Result> run_each(engine::Engine& e, const std::vector<Case>& cases) {
+  std::map<int, Result> out;
+  for (int i = 0; i < int(cases.size()); ++i) out[i] = run(e, cases, {i}).at(i);
+  return out;
+}
+
+std::vector<int> all(size_t n) {
+  std::vector<int> v;
+  for (size_t i = 0; i < n; ++i) v.push_back(int(i));
+  return v;
+}
+
+void expect_same(const std::map<int, Result>& ref, const std::map<int, Result>& got, const std::string& what) {
+  ASSERT_EQ(ref.size(), got.size()) << what;
+  for (auto& [i, r] : ref) {
+    EXPECT_EQ(r.ids, got.at(i).ids) << what << ": request " << i;
+    EXPECT_EQ(r.lps, got.at(i).lps) << what << ": request " << i;
+  }
+}
+
+// Without caching, each request alone: every position computed.
+const std::map<int, Result>& reference(int64_t keep) {
+  static std::map<int64_t, std::map<int, Result>> refs;
+  auto it = refs.find(keep);
+  if (it == refs.end()) {
+    engine::Engine e(args(false, false, 2048, keep));
+    it = refs.emplace(keep, run_each(e, make_cases())).first;
+  }
+  return it->second;
+}
+
+}  // namespace
+
+TEST(EnginePrefixCacheV41, SequentialHitsEqualFullComputation) {
+  const auto cases = make_cases();
+  for (bool async : {false, true}) {
+    engine::Engine e(args(true, async));
+    ASSERT_TRUE(e.scheduler().config().prefix_caching);
+    auto got = run_each(e, cases);
+    expect_same(reference(-1), got, async ? "sequential, async" : "sequential");
+    const auto& st = e.scheduler().prefix_stats();
+    EXPECT_GT(st.hit_tokens, 500);
+    EXPECT_GT(st.replayed_tokens, 0) << "the state is rebuilt by replaying cached positions";
+    EXPECT_EQ(got[0].cached, 0);
+    for (int i = 1; i < 10; ++i) EXPECT_GT(got[i].cached, 0) << "request " << i;
+    EXPECT_EQ(got[13].cached, 0) << "30 tokens: too short a hit for its replay";
+  }
+}
+
+// One batch with small chunk budgets: admissions find blocks earlier ones wrote, and
+// replays are split across steps and across the 8-token window.
+TEST(EnginePrefixCacheV41, ChunkedBatchEqualsFullComputation) {
+  const auto cases = make_cases();
+  for (bool async : {false, true})
+    for (int64_t budget : {int64_t(2048), int64_t(7), int64_t(33)}) {
+      engine::Engine e(args(true, async, budget));
+      auto got = run(e, cases, all(cases.size()));
+      expect_same(reference(-1), got, "batch, budget " + std::to_string(budget) + (async ? ", async" : ""));
+      if (budget < 2048) {
+        EXPECT_GT(e.scheduler().prefix_stats().hit_tokens, 0) << budget;
+      }
+    }
+}
+
+// Decoder bounded replay on (the layers after the last KV source run only on the last 20
+// prompt positions): hits equal the bounded computation without caching.
+TEST(EnginePrefixCacheV41, HitsUnderBoundedReplayEqualItsFullComputation) {
+  const auto cases = make_cases();
+  for (bool async : {false, true}) {
+    engine::Engine e(args(true, async, 2048, 20));
+    auto got = run_each(e, cases);
+    expect_same(reference(20), got, async ? "bounded replay, async" : "bounded replay");
+    EXPECT_GT(e.scheduler().prefix_stats().hit_tokens, 500);
+  }
+}
+
+// A KV budget far below the batch's needs: preempted sequences come back with hits.
+TEST(EnginePrefixCacheV41, HitsAfterPreemptionEqualFullComputation) {
+  const auto cases = make_cases();
+  EngineArgs probe = args(true, false);
+  engine::Engine p(probe);
+  const uint64_t per_block = p.model().cache_spec().bytes_per_block(16);
+  const uint64_t state = uint64_t(p.model().cache_spec().state_bytes_per_seq) * 32;
+  for (bool async : {false, true}) {
+    EngineArgs a = args(true, async, 64);
+    a.kv_cache_memory = state + 14 * per_block;  // one request needs up to 13 blocks
+    engine::Engine e(a);
+    auto got = run(e, cases, all(cases.size()));
+    expect_same(reference(-1), got, async ? "preempted, async" : "preempted");
+    EXPECT_GT(e.scheduler().num_preemptions(), 0);
+    EXPECT_GT(e.scheduler().prefix_stats().hit_tokens, 0);
+  }
+}
+
+// The disk tier holds V4.1 blocks too: a restart starts with hits, exactly.
+TEST(EnginePrefixCacheV41, DiskTierRestartEqualsFullComputation) {
+  const auto cases = make_cases();
+  const std::string dir = ::testing::TempDir() + "gannet_v41_prefix_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  {
+    EngineArgs a = args(true, false);
+    a.prefix_cache_dir = dir;
+    engine::Engine e(a);
+    run_each(e, cases);
+  }
+  EngineArgs a = args(true, true);
+  a.prefix_cache_dir = dir;
+  engine::Engine e(a);
+  EXPECT_GT(e.disk_tier()->stats().files, 10);
+  auto got = run_each(e, cases);
+  expect_same(reference(-1), got, "after restart");
+  EXPECT_GT(got[0].cached, 0) << "the previous run's blocks, from disk";
+  EXPECT_GT(e.scheduler().prefix_stats().disk_hit_blocks, 0);
+  std::filesystem::remove_all(dir);
+}
+
+// DSpark keeps drafter rings a hit does not rebuild: caching is off with it, and asking
+// for it is refused by name.
+TEST(EnginePrefixCacheV41, RefusedWithDspark) {
+  EngineArgs a = args(true, false);
+  a.speculative = "dspark";
+  a.num_speculative_tokens = 3;  // the drafter's block
+  try {
+    engine::Engine e(a);
+    FAIL() << "expected a refusal";
+  } catch (const gannet::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("--enable-prefix-caching"), std::string::npos) << err.what();
+  }
+  a.enable_prefix_caching = -1;
+  engine::Engine e(a);
+  EXPECT_FALSE(e.scheduler().config().prefix_caching);
+}
