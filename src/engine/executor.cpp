@@ -196,8 +196,12 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     first_row_[i] = rows;
     tok0_[i] = n;
     seq_of_[i] = n_seqs;
-    GANNET_CHECK(n + count <= max_tokens_ && rows + count <= max_logit_rows_, "step of more than ", max_tokens_,
-                 " tokens");
+    // Logit rows: every position of a prompt-logprobs or speculative row, else the last
+    // position when it samples.
+    const int64_t row_logits = s.prompt_logprobs || s.spec_k >= 0 ? count : (s.num_samples && count ? 1 : 0);
+    GANNET_CHECK(n + count <= max_tokens_ && rows + row_logits <= max_logit_rows_, "step of ", n + count,
+                 " tokens (at most ", max_tokens_, ") and ", rows + row_logits, " logit rows (at most ",
+                 max_logit_rows_, ")");
     for (int64_t j = 0; j < count; ++j) {
       ids_[size_t(n)] = row.tokens[size_t(start + j)];
       pos_[size_t(n)] = int32_t(start + j);

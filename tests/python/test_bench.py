@@ -61,11 +61,12 @@ def test_decode_rows(bench_env, tiny_models):
 def test_prefill_rows(bench_env, tiny_models):
     d, _ = bench_env
     out = d / "prefill.json"
-    run_bench(bench_env, ["prefill", "--model", str(tiny_models["qwen3"]), "--lengths", "8,33", "--repeats", "2",
+    # 300: one chunk longer than the step's logit rows (257 for one sequence); it needs one.
+    run_bench(bench_env, ["prefill", "--model", str(tiny_models["qwen3"]), "--lengths", "8,33,300", "--repeats", "2",
                           "--json", str(out)])
     j = json.loads(out.read_text())
     check_meta(j, "prefill")
-    assert [r["prompt_len"] for r in j["rows"]] == [8, 33]
+    assert [r["prompt_len"] for r in j["rows"]] == [8, 33, 300]
     for r in j["rows"]:
         assert r["tokens_per_s"] > 0 and r["gflop_per_s"] > 0 and 0 < r["pct_compute_peak"] < 1000
 
