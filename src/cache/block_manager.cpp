@@ -25,7 +25,9 @@ int32_t BlockManager::take_block() {
   } else {
     GANNET_CHECK(lru_head_ >= 0, "out of KV blocks");
     b = lru_head_;  // the least recently used cached block
-    if (evict_hook_) evict_hook_(b, hash_[size_t(b)], parent_[size_t(b)], tokens_.data() + int64_t(b) * block_size_);
+    if (evict_hook_)
+      evict_hook_(b, hash_[size_t(b)], parent_[size_t(b)], tokens_.data() + int64_t(b) * block_size_,
+                  ready_step_[size_t(b)]);
     lru_remove(b);
     --num_evictable_;
     uncache(b);
@@ -113,6 +115,7 @@ void BlockManager::set_prefix_caching(bool on) {
     cached_.assign(n, 0);
     hash_.assign(n, BlockHash{});
     parent_.assign(n, BlockHash{});
+    ready_step_.assign(n, 0);
     tokens_.assign(n * size_t(block_size_), 0);
     lru_prev_.assign(n, -1);
     lru_next_.assign(n, -1);
@@ -192,13 +195,14 @@ void BlockManager::for_each_cached(
 }
 
 void BlockManager::register_block(int32_t block, const BlockHash& hash, const BlockHash& parent,
-                                  const int32_t* tokens) {
+                                  const int32_t* tokens, uint64_t ready_step) {
   if (!caching_ || cached_[size_t(block)]) return;
   GANNET_CHECK(ref_[size_t(block)] > 0, "registering block ", block, " that no sequence holds");
   hash_[size_t(block)] = hash;
   if (!index_insert(block)) return;  // the same contents are cached already
   cached_[size_t(block)] = 1;
   parent_[size_t(block)] = parent;
+  ready_step_[size_t(block)] = ready_step;
   std::copy(tokens, tokens + block_size_, tokens_.begin() + int64_t(block) * block_size_);
   ++counters_.registered;
 }

@@ -107,7 +107,10 @@ class BlockManager {
   // Block `block` is full and its K/V are written: cache it under `hash` (its parent's
   // hash `parent`, its `tokens`). A hash already cached by another block leaves this one
   // uncached; a block already cached is left as it is.
-  void register_block(int32_t block, const BlockHash& hash, const BlockHash& parent, const int32_t* tokens);
+  // ready_step: the scheduler step whose run writes the block's last position (its
+  // contents are complete once that step has run; 0: already).
+  void register_block(int32_t block, const BlockHash& hash, const BlockHash& parent, const int32_t* tokens,
+                      uint64_t ready_step = 0);
   bool is_cached(int32_t block) const { return caching_ && cached_[size_t(block)] != 0; }
   int64_t num_cached_blocks() const { return num_cached_; }
   int64_t num_evictable_blocks() const { return num_evictable_; }
@@ -129,8 +132,9 @@ class BlockManager {
   };
   const CacheCounters& counters() const { return counters_; }
   // Called with a cached block just before eviction reuses it (its contents are still
-  // intact): the disk tier copies it out. Hash, parent hash, tokens.
-  using EvictHook = std::function<void(int32_t block, const BlockHash&, const BlockHash&, const int32_t*)>;
+  // intact once its ready step has run): the disk tier copies it out. Hash, parent hash,
+  // tokens, ready step.
+  using EvictHook = std::function<void(int32_t block, const BlockHash&, const BlockHash&, const int32_t*, uint64_t)>;
   void set_evict_hook(EvictHook hook) { evict_hook_ = std::move(hook); }
 
  private:
@@ -154,6 +158,7 @@ class BlockManager {
   bool caching_ = false;
   std::vector<uint8_t> cached_;
   std::vector<BlockHash> hash_, parent_;
+  std::vector<uint64_t> ready_step_;
   std::vector<int32_t> tokens_;  // [num_blocks, block_size] while caching
   // Open addressing (linear probing) over block ids keyed by hash_[id], sized once for
   // every block: registering and evicting in steady decoding allocate nothing.

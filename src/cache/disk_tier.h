@@ -58,6 +58,11 @@ class DiskTier {
   // Queues block `block` for writing (its bytes are copied now: the block may be reused
   // as soon as this returns). Drops it when the queue holds too much already.
   void store(int32_t block, const BlockHash& hash, const BlockHash& parent, const int32_t* tokens);
+  // An eviction not written (its contents were not complete yet).
+  void count_dropped() {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++stats_.writes_dropped;
+  }
   // Whether a file for `hash` is known (written or being written).
   bool contains(const BlockHash& hash);
   // Reads the block for `hash` into block `dst`, checking that its parent and tokens are

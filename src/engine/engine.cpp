@@ -175,8 +175,14 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
     const uint64_t disk_bytes = args_.prefix_cache_disk_size ? args_.prefix_cache_disk_size : uint64_t(20) << 30;
     disk_ = std::make_unique<cache::DiskTier>(args_.prefix_cache_dir, disk_bytes, model_identity(spec), *cache_);
     cache::DiskTier* disk = disk_.get();
-    blocks_->set_evict_hook([disk](int32_t b, const cache::BlockHash& h, const cache::BlockHash& p,
-                                   const int32_t* t) { disk->store(b, h, p, t); });
+    // A block whose writing step is still in flight is not copied out (its contents are
+    // not complete yet); it is simply not saved.
+    const Scheduler* sched = scheduler_.get();
+    blocks_->set_evict_hook([disk, sched](int32_t b, const cache::BlockHash& h, const cache::BlockHash& p,
+                                          const int32_t* t, uint64_t ready) {
+      if (ready <= sched->completed_step()) disk->store(b, h, p, t);
+      else disk->count_dropped();
+    });
     scheduler_->set_disk_tier(disk);
   }
   executor_ = std::make_unique<Executor>(*model_, *cache_, pool_.get(), args_.max_num_batched_tokens,

@@ -29,19 +29,35 @@ double since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-void Scheduler::register_written(Sequence* seq) {
-  if (!cfg_.prefix_caching) return;
+void Scheduler::offer_planned(Sequence* seq) {
+  // Full blocks of real tokens whose positions the steps planned so far compute: this
+  // plan (or an earlier one) writes them, so any later plan may read them.
   const int bs = blocks_.block_size();
-  const int64_t full = std::min({seq->kv_done, seq->num_tokens(), seq->table.num_tokens}) / bs;
+  const int64_t full = std::min({seq->num_computed, seq->num_tokens(), seq->table.num_tokens}) / bs;
   if (seq->num_registered >= full) return;
   const auto t0 = std::chrono::steady_clock::now();
   hash_blocks(seq, full);
-  for (int64_t i = seq->num_registered; i < full; ++i)
-    blocks_.register_block(seq->table.blocks[size_t(i)], seq->block_hashes[size_t(i)],
-                           i ? seq->block_hashes[size_t(i - 1)] : cache::kRootBlockHash,
-                           seq->tokens.data() + i * bs);
+  for (int64_t i = seq->num_registered; i < full; ++i) {
+    pending_.push_back({seq->table.blocks[size_t(i)], seq->block_hashes[size_t(i)],
+                        i ? seq->block_hashes[size_t(i - 1)] : cache::kRootBlockHash, step_});
+    pending_tokens_.insert(pending_tokens_.end(), seq->tokens.begin() + i * bs, seq->tokens.begin() + (i + 1) * bs);
+  }
   seq->num_registered = full;
   prefix_stats_.register_seconds += since(t0);
+}
+
+void Scheduler::register_pending() {
+  // Blocks offered while the previous plan was built. A block nobody holds any more (its
+  // sequence ended and the step that wrote it has completed) is left out; one still held
+  // keeps the contents it was offered with (blocks are only ever reused after release).
+  const int bs = blocks_.block_size();
+  for (size_t k = 0; k < pending_.size(); ++k) {
+    const PendingBlock& p = pending_[k];
+    if (blocks_.ref_count(p.block) > 0)
+      blocks_.register_block(p.block, p.hash, p.parent, pending_tokens_.data() + int64_t(k) * bs, p.step);
+  }
+  pending_.clear();
+  pending_tokens_.clear();
 }
 
 void Scheduler::add(Sequence* seq) {
@@ -125,6 +141,7 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int
 
 void Scheduler::schedule(StepPlan& plan) {
   plan.clear();
+  if (cfg_.prefix_caching) register_pending();
   plan.step_id = ++step_;
   for (const PendingStateCopy& c : state_copies_) {
     const Sequence* child = find_running(c.child_id);
@@ -297,7 +314,6 @@ void Scheduler::schedule(StepPlan& plan) {
     else blocks_.admit(seq->table, 0);
     for (int32_t b : hit_blocks_) blocks_.unpin(b);
     seq->num_computed = start;
-    seq->kv_done = start;
     seq->num_registered = 0;
     seq->window_from = start < hit ? start : 0;
     seq->cached_until = start < hit ? hit : 0;
@@ -320,6 +336,10 @@ void Scheduler::schedule(StepPlan& plan) {
   }
   plan.removed.swap(removed_);
   removed_.clear();
+  // Prefix caching: the full blocks this plan completes become visible to the next one.
+  if (cfg_.prefix_caching)
+    for (Sequence* seq : running_)
+      if (seq->planned_in_step == step_) offer_planned(seq);
   if (plan.empty()) {  // nothing to submit: the step id is not used
     --step_;
     plan.step_id = 0;
@@ -433,12 +453,6 @@ const std::vector<Sequence*>& Scheduler::update(const StepResult& result) {
     Sequence* seq = found->second;
     if (seq->epoch != r.epoch || seq->status != SeqStatus::kRunning) continue;  // stale
     Request* req = seq->request;
-    // The positions this row wrote are done: a plain row's, a speculative row's up to its
-    // input token (the last real one; accepted drafts count with the next row). Full
-    // blocks of them are offered to the prefix cache.
-    if (r.spec_k >= 0) seq->kv_done = std::max(seq->kv_done, seq->num_tokens());
-    else seq->kv_done += r.count;
-    register_written(seq);
     for (int64_t i = 0; i < r.prompt_lp_len; ++i) {
       const int64_t pos = r.first_prompt_pos + i;
       const SampledToken& t = result.prompt_lps[size_t(r.prompt_lp_offset + i)];
@@ -521,7 +535,6 @@ const std::vector<Sequence*>& Scheduler::update(const StepResult& result) {
         blocks_.fork(seq->table, child->table, seq->prompt_len);
         child->block_hashes.reserve(child->table.blocks.capacity());
         child->block_hashes.assign(seq->block_hashes.begin(), seq->block_hashes.end());
-        child->kv_done = seq->prompt_len;
         child->num_registered = std::min(seq->num_registered, seq->prompt_len / blocks_.block_size());
         state_copies_.push_back({child->id, child->epoch, seq->table.state_slot, child->table.state_slot});
         running_.push_back(child.get());

@@ -16,10 +16,12 @@
 // every step already in flight, so nothing still running can see their reuse.
 //
 // Prefix caching (SchedulerConfig::prefix_caching): admission starts a sequence after
-// the longest run of cached blocks holding its first tokens, and once a step's result is
-// in, the full blocks it finished writing are registered with the block manager under
-// their chained content hashes. Cached K/V of a position depends only on the tokens up to
-// it (batch invariance), so a hit computes exactly what a miss would.
+// the longest run of cached blocks holding its first tokens. The full blocks of real
+// tokens a plan computes are registered with the block manager, under their chained
+// content hashes, when the next plan starts: every plan that can take them runs after the
+// one writing them, even with that one still in flight. Cached K/V of a position depends
+// only on the tokens up to it (batch invariance), so a hit computes exactly what a miss
+// would.
 #pragma once
 
 #include <cstdint>
@@ -135,8 +137,18 @@ class Scheduler {
   void schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int spec_k = -1);
   // Prefix caching: extends seq->block_hashes to its first n full blocks.
   void hash_blocks(Sequence* seq, int64_t n);
-  // Registers the table's full blocks whose K/V completed steps have written.
-  void register_written(Sequence* seq);
+  // Prefix caching: offers the full blocks the plans so far write (offer_planned, after a
+  // plan is built); they are registered when the next plan starts (register_pending), so
+  // only plans that run after the writing one can take them.
+  void offer_planned(Sequence* seq);
+  void register_pending();
+  struct PendingBlock {
+    int32_t block;
+    cache::BlockHash hash, parent;
+    uint64_t step;
+  };
+  std::vector<PendingBlock> pending_;
+  std::vector<int32_t> pending_tokens_;  // [pending_, block_size]
 
   SchedulerConfig cfg_;
   cache::BlockManager& blocks_;

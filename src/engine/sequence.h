@@ -47,10 +47,9 @@ struct Sequence {
   size_t held_next = 0;
   uint64_t planned_in_step = 0; // the scheduler step that last planned it (0: none)
   // Prefix caching: chained hashes of its first full blocks of real tokens (computed as
-  // needed, kept across preemption: tokens are only ever appended); leading positions
-  // whose K/V steps already completed have written; leading table blocks registered.
+  // needed, kept across preemption: tokens are only ever appended); leading table blocks
+  // offered for registration.
   std::vector<cache::BlockHash> block_hashes;
-  int64_t kv_done = 0;
   int64_t num_registered = 0;
   // A hit for a model with per-sequence state recomputes [window_from, cached_until) to
   // rebuild it (Model::prefix_replay_start); 0, 0: none.

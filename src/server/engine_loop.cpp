@@ -108,6 +108,12 @@ void EngineLoop::update_gauges(size_t running) {
   stats_.prefix_hit_tokens = engine_->scheduler().prefix_stats().hit_tokens;
   stats_.prefix_evictions = engine_->block_manager().counters().evictions;
   stats_.prefix_cached_blocks = engine_->block_manager().num_cached_blocks();
+  if (cache::DiskTier* disk = engine_->disk_tier()) {
+    const cache::DiskTierStats ds = disk->stats();
+    stats_.prefix_disk_hits = ds.hits;
+    stats_.prefix_disk_writes = ds.writes;
+    stats_.prefix_disk_files = ds.files;
+  }
 }
 
 void EngineLoop::run() {

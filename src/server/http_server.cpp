@@ -518,6 +518,11 @@ void Server::metrics(httplib::Response& res) {
   metric("gannet_prefix_cache_evictions_total", "counter", "Cached KV blocks evicted for reuse.", s.prefix_evictions);
   metric("gannet_prefix_cache_blocks", "gauge", "KV blocks held by the prefix cache (in use or evictable).",
          s.prefix_cached_blocks);
+  metric("gannet_prefix_cache_disk_hits_total", "counter", "Cached blocks read back from the disk tier.",
+         s.prefix_disk_hits);
+  metric("gannet_prefix_cache_disk_writes_total", "counter", "Evicted blocks written to the disk tier.",
+         s.prefix_disk_writes);
+  metric("gannet_prefix_cache_disk_files", "gauge", "Blocks of this model in the disk tier.", s.prefix_disk_files);
   auto histogram = [&](const char* name, const char* help, const Histogram& h) {
     t += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
     int64_t cum = 0;

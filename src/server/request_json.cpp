@@ -216,6 +216,7 @@ json output_to_json(const RequestOutput& out, const SamplingParams& params) {
     j["outputs"] = all;
   }
   const RequestMetrics& m = out.metrics;
+  if (m.cached_tokens > 0) j["cached_tokens"] = m.cached_tokens;  // prompt positions from the prefix cache
   if (m.spec_steps > 0) {
     j["speculative"] = {{"steps", m.spec_steps},
                         {"drafted", m.spec_drafted},

@@ -164,7 +164,8 @@ TEST(PrefixCache, EvictionTakesTheLeastRecentlyUsedLeafFirst) {
   BlockManager bm(6, 2, 4, 0);
   bm.set_prefix_caching(true);
   std::vector<std::pair<int32_t, BlockHash>> evicted;
-  bm.set_evict_hook([&](int32_t b, const BlockHash& h, const BlockHash&, const int32_t*) { evicted.push_back({b, h}); });
+  bm.set_evict_hook(
+      [&](int32_t b, const BlockHash& h, const BlockHash&, const int32_t*, uint64_t) { evicted.push_back({b, h}); });
   const std::vector<int32_t> p = {1, 2, 3, 4};     // blocks P0 P1
   const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6};  // P0 P1 A2
   BlockTable ta = run(bm, a);
