@@ -161,15 +161,20 @@ void DiskTier::enforce_budget() {
   }
 }
 
-void DiskTier::store(int32_t block, const BlockHash& hash, const BlockHash& parent, const int32_t* tokens) {
+void DiskTier::store(int32_t block, const BlockHash& hash, const BlockHash& parent, const int32_t* tokens,
+                     bool wait) {
   std::unique_lock<std::mutex> lk(mu_);
   if (files_.count(hash)) {  // already on disk: it is recently used again
     touch(hash);
     return;
   }
-  if (queued_bytes_ + block_bytes_ > kMaxQueuedBytes) {
-    ++stats_.writes_dropped;
-    return;
+  const uint64_t max_queued = std::max<uint64_t>(kMaxQueuedBytes, 4 * block_bytes_);  // room for a few blocks
+  if (queued_bytes_ + block_bytes_ > max_queued) {
+    if (!wait) {
+      ++stats_.writes_dropped;
+      return;
+    }
+    idle_cv_.wait(lk, [&] { return queued_bytes_ + block_bytes_ <= max_queued; });  // woken after each write
   }
   Job job;
   job.hash = hash;

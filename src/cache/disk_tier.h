@@ -56,8 +56,10 @@ class DiskTier {
   DiskTier& operator=(const DiskTier&) = delete;
 
   // Queues block `block` for writing (its bytes are copied now: the block may be reused
-  // as soon as this returns). Drops it when the queue holds too much already.
-  void store(int32_t block, const BlockHash& hash, const BlockHash& parent, const int32_t* tokens);
+  // as soon as this returns). When the queue holds too much already it drops the block,
+  // or with `wait` (saving the cache at shutdown) waits for room.
+  void store(int32_t block, const BlockHash& hash, const BlockHash& parent, const int32_t* tokens,
+             bool wait = false);
   // An eviction not written (its contents were not complete yet).
   void count_dropped() {
     std::lock_guard<std::mutex> lk(mu_);

@@ -233,7 +233,7 @@ Engine::~Engine() {
   if (disk_) {
     // What memory still caches goes to disk too, so the next start finds it.
     blocks_->for_each_cached([&](int32_t b, const cache::BlockHash& h, const cache::BlockHash& p, const int32_t* t) {
-      disk_->store(b, h, p, t);
+      disk_->store(b, h, p, t, /*wait=*/true);
     });
     blocks_->set_evict_hook(nullptr);
     disk_.reset();  // waits for the writes
