@@ -256,7 +256,10 @@ void Scheduler::schedule(StepPlan& plan) {
         blocks_.match_prefix(seq->block_hashes.data(), seq->tokens.data(), n, hit_blocks_);
         for (int32_t b : hit_blocks_) blocks_.pin(b);
         // Disk: one free block stays for computing, the watermark for running sequences.
-        while (disk_ && int64_t(hit_blocks_.size()) < n && blocks_.num_free_blocks() > reserve + 1) {
+        // A block is read into the arena now, on this thread, so only while no step is in
+        // flight: a step still running could be writing a block just freed by preemption.
+        const bool disk_ok = disk_ && completed_step_ + 1 == step_;
+        while (disk_ok && int64_t(hit_blocks_.size()) < n && blocks_.num_free_blocks() > reserve + 1) {
           const size_t i = hit_blocks_.size();
           const cache::BlockHash& h = seq->block_hashes[i];
           if (!disk_->contains(h)) break;
