@@ -141,7 +141,7 @@ void DiskTier::touch(const BlockHash& hash) {
   lru_.splice(lru_.end(), lru_, it->second.lru);
 }
 
-void DiskTier::forget(const BlockHash& hash, bool delete_file) {
+void DiskTier::forget(const BlockHash hash, bool delete_file) {  // a copy: it may name lru_.front()
   auto it = files_.find(hash);
   if (it == files_.end()) return;
   stats_.bytes -= int64_t(it->second.bytes);

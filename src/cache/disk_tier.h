@@ -90,7 +90,7 @@ class DiskTier {
   void writer();
   void write_file(const Job& job);
   void touch(const BlockHash& hash);             // most recently used (lock held)
-  void forget(const BlockHash& hash, bool delete_file);  // lock held
+  void forget(BlockHash hash, bool delete_file);  // lock held; by value: callers pass lru_ entries
   void enforce_budget();                         // lock held
   void scan();
 
