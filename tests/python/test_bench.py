@@ -102,6 +102,12 @@ def test_bench_usage_errors(gannet):
     assert p.returncode == 2 and "--batch-sizes expects an integer" in p.stderr
     p = gannet(["bench", "decode", "--model", "/nonexistent", "--max-num-seqs", "4"], check=False)
     assert p.returncode == 2 and "--max-num-seqs applies to bench throughput only" in p.stderr
+    for flag in (["--shared-prefix-len", "8"], ["--turns", "2"], ["--no-prefix-caching"], ["--prefix-cache-dir", "d"]):
+        p = gannet(["bench", "prefill", "--model", "/nonexistent", *flag], check=False)
+        assert p.returncode == 2 and flag[0] + " applies to bench throughput only" in p.stderr, flag
+    p = gannet(["bench", "throughput", "--model", "/nonexistent", "--no-prefix-caching", "--enable-prefix-caching"],
+               check=False)
+    assert p.returncode == 2 and "contradict each other" in p.stderr
 
 
 def test_throughput_length_ranges_and_async_flag(bench_env, tiny_models, gannet):

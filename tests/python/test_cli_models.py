@@ -102,8 +102,11 @@ def test_generate_prompts_file_with_bad_lines(gannet, tiny_models, tmp_path):
     assert p.returncode == 1
 
 
-def test_generate_usage_errors(gannet, tiny_models):
+def test_generate_usage_errors(gannet, tiny_models, tmp_path):
     m = str(tiny_models["llama"])
+    # A directory that cannot be created: its parent is a regular file.
+    (tmp_path / "file").write_text("x")
+    bad_dir = str(tmp_path / "file" / "cache")
     for args, msg in [
         (["--prompt", "x"], "--model is required"),
         (["--model", m], "exactly one of --prompt and --prompts"),
@@ -112,9 +115,9 @@ def test_generate_usage_errors(gannet, tiny_models):
         (["--model", m, "--prompt", "x", "--max-tokens", "0"], "max_tokens must be >= 1"),
         (["--model", m, "--prompt", "x", "--max-tokens", "99999999"], "exceeds the model's context"),
         (["--model", m, "--prompt", "x", "--prefix-cache-disk-size", "1GiB"], "--prefix-cache-disk-size needs --prefix-cache-dir"),
-        (["--model", m, "--prompt", "x", "--prefix-cache-dir", "/tmp/x", "--no-prefix-caching"], "cannot be used with --no-prefix-caching"),
+        (["--model", m, "--prompt", "x", "--prefix-cache-dir", str(tmp_path / "pc"), "--no-prefix-caching"], "cannot be used with --no-prefix-caching"),
         (["--model", m, "--prompt", "x", "--no-prefix-caching", "--enable-prefix-caching"], "contradict each other"),
-        (["--model", m, "--prompt", "x", "--prefix-cache-dir", "/proc/nope"], "--prefix-cache-dir /proc/nope"),
+        (["--model", m, "--prompt", "x", "--prefix-cache-dir", bad_dir], "--prefix-cache-dir " + bad_dir),
     ]:
         p = gannet(["generate", *args], check=False)
         assert p.returncode != 0, args
