@@ -77,6 +77,13 @@ struct EngineArgs {
   // 20GiB), GANNET_PREFIX_CACHE_DIR, GANNET_PREFIX_CACHE_DISK_SIZE.
   std::string prefix_cache_dir;
   uint64_t prefix_cache_disk_size = 0;  // 0: the default
+  // Scale-out (one engine per rank of an `mpirun` job; README "Several processes").
+  // expert_parallel: -1 auto (on for MoE models when the job has several ranks), 0 off
+  // (each rank holds every expert: pure data parallelism), 1 on. --expert-parallel.
+  int expert_parallel = -1;
+  int64_t ep_redundant_experts = 0;  // spare expert slots per rank (--ep-redundant-experts)
+  int64_t eplb_interval = 0;         // forwards between EPLB rebalances, 0: off (--eplb-interval)
+  int64_t eplb_window = 0;           // forwards of expert-load history, 0: the interval (--eplb-window)
   bool quiet = false;                  // no start-up report or progress bars
 
   // The drafts per step speculation runs with (0 when off).

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -10,6 +12,8 @@
 #include "core/error.h"
 #include "core/progress_bar.h"
 #include "engine/engine.h"
+#include "parallel/data_parallel.h"
+#include "parallel/mpi_world.h"
 
 namespace gannet::cli {
 
@@ -60,6 +64,12 @@ const char* kUsage =
     "  --speculative-sampling exact|rejection  DSpark with temperature > 0: argmax drafts and outputs identical\n"
     "                               to plain decoding (default), or sampled drafts with rejection sampling\n"
     "  --ngram-min N, --ngram-max N n-gram drafting: suffix lengths looked up, longest first (default 1, 4)\n"
+    "  --expert-parallel on|off     in an mpirun job: spread MoE experts over the ranks (default on for MoE)\n"
+    "  --ep-redundant-experts N     spare expert slots per rank for EPLB's replicas (default 0)\n"
+    "  --eplb-interval N            rebalance experts every N forwards from their recent load (default 0: off)\n"
+    "  --eplb-window N              forwards of load history a rebalance uses (default: the interval)\n"
+    "  --dp N                       check that mpirun started N ranks (each runs an engine on its share)\n"
+    "  --mpi-timeout SECONDS        end the job when a rank waits this long for the others (default 600)\n"
     "output:\n"
     "  --json             one JSON line per prompt: prompt, text, token_ids, finish_reason, ...\n"
     "\n"
@@ -113,7 +123,15 @@ int cmd_generate(const Args& args) {
     throw UsageError(e.what());
   }
   apply_engine_flags(f, ea);
+  {
+    const auto dp = f.get("dp"), tmo = f.get("mpi-timeout");
+    parallel::apply_job_options(dp ? &*dp : nullptr, tmo ? &*tmo : nullptr, ea);
+  }
   const bool as_json = f.has("json");
+  // In an mpirun job rank 0 reads the input and prints everything; each rank runs the
+  // requests it is given (parallel/data_parallel.h).
+  std::unique_ptr<Collective> group = parallel::world_collective();
+  const int rank = group->rank(), ranks = group->size();
 
   // Each input line: a request, or the error message that takes its place.
   struct Item {
@@ -126,8 +144,20 @@ int cmd_generate(const Args& args) {
     if (p->empty()) throw UsageError("--prompt is empty");
     items.push_back({{*p, {}, false, defaults}, std::nullopt, std::nullopt});
   } else {
-    std::ifstream in(*f.get("prompts"));
-    if (!in) throw Error(*f.get("prompts") + ": cannot open");
+    std::string all;
+    bool opened = true;
+    if (rank == 0) {
+      std::ifstream in(*f.get("prompts"));
+      opened = bool(in);
+      all.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    if (ranks > 1) {
+      all = group->broadcast((opened ? "1" : "0") + all);
+      opened = all[0] == '1';
+      all.erase(0, 1);
+    }
+    if (!opened) throw Error(*f.get("prompts") + ": cannot open");
+    std::istringstream in(all);
     std::string text;
     int64_t lineno = 0;
     while (std::getline(in, text)) {
@@ -143,10 +173,30 @@ int cmd_generate(const Args& args) {
     }
   }
 
-  engine::Engine eng(ea);
-  const bool stream = !as_json && items.size() == 1 && items[0].line.params.n == 1;
+  engine::Engine eng(ea, group.get());
+  const bool stream = ranks == 1 && !as_json && items.size() == 1 && items[0].line.params.n == 1;
+  // Owners: rank 0 weighs each request by the tokens it queues and tells the others.
+  std::vector<int> owner(items.size(), 0);
+  if (ranks > 1) {
+    std::string plan;
+    if (rank == 0) {
+      std::vector<int64_t> cost(items.size(), 0);
+      for (size_t i = 0; i < items.size(); ++i) {
+        const Item& it = items[i];
+        if (it.error) continue;
+        int64_t prompt = int64_t(it.line.prompt_token_ids.size());
+        if (!it.line.has_ids && eng.tokenizer()) prompt = int64_t(eng.tokenizer()->encode(it.line.prompt, true).size());
+        cost[i] = prompt + it.line.params.max_tokens * it.line.params.n;
+      }
+      for (int o : parallel::assign_by_tokens(cost, ranks)) plan += std::to_string(o) + ",";
+    }
+    plan = group->broadcast(plan);
+    std::istringstream ps(plan);
+    std::string tok;
+    for (size_t i = 0; std::getline(ps, tok, ',') && i < owner.size(); ++i) owner[i] = std::stoi(tok);
+  }
   for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].error) continue;
+    if (items[i].error || owner[i] != rank) continue;
     try {
       if (items[i].line.has_ids) eng.add_request(std::to_string(i), items[i].line.prompt_token_ids, items[i].line.params);
       else eng.add_request(std::to_string(i), items[i].line.prompt, items[i].line.params);
@@ -161,7 +211,9 @@ int cmd_generate(const Args& args) {
   const auto t0 = std::chrono::steady_clock::now();
   size_t done = 0, streamed = 0;
   uint64_t gen_tokens = 0;
-  while (eng.has_unfinished()) {
+  size_t mine = 0;
+  for (size_t i = 0; i < items.size(); ++i) mine += owner[i] == rank;
+  while (group->any(eng.has_unfinished())) {
     for (RequestOutput& o : eng.step()) {
       // Streamed outputs are deltas; the final one is complete, so only its part past what
       // was printed is new.
@@ -179,33 +231,54 @@ int cmd_generate(const Args& args) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char extra[64];
     std::snprintf(extra, sizeof extra, "requests, %.1f tok/s", double(gen_tokens) / std::max(secs, 1e-9));
-    if (items.size() > 1) bar.update(done, items.size(), extra);
+    if (items.size() > 1 && rank == 0) bar.update(done, ranks > 1 ? mine : items.size(), extra);
   }
   bar.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  int failures = 0;
-  int64_t spec_steps = 0, spec_drafted = 0, spec_accepted = 0;
-  for (const Item& it : items) {
+  // Each item's printed text, made by the rank that owns it; rank 0 prints them in order.
+  int64_t failures = 0, spec_steps = 0, spec_drafted = 0, spec_accepted = 0;
+  nlohmann::json printed = nlohmann::json::object();
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    if (owner[i] != rank) continue;
     if (it.output) {
       spec_steps += it.output->metrics.spec_steps;
       spec_drafted += it.output->metrics.spec_drafted;
       spec_accepted += it.output->metrics.spec_accepted;
     }
+    std::string out;
     if (it.error) {
-      std::printf("%s\n", dump_line(nlohmann::json{{"error", *it.error}}).c_str());
+      out = dump_line(nlohmann::json{{"error", *it.error}}) + "\n";
       ++failures;
     } else if (as_json) {
-      std::printf("%s\n", dump_line(output_to_json(*it.output, it.line.params)).c_str());
+      out = dump_line(output_to_json(*it.output, it.line.params)) + "\n";
     } else if (stream) {
-      std::printf("\n");
+      out = "\n";
     } else {
       for (const CompletionOutput& c : it.output->outputs) {
-        if (it.output->outputs.size() > 1) std::printf("[sample %d]\n", c.index);
-        std::printf("%s%s\n\n", it.output->prompt.c_str(), c.text.c_str());
+        if (it.output->outputs.size() > 1) out += "[sample " + std::to_string(c.index) + "]\n";
+        out += it.output->prompt + c.text + "\n\n";
       }
     }
+    printed[std::to_string(i)] = out;
   }
+  int64_t totals[6] = {failures, spec_steps, spec_drafted, spec_accepted, int64_t(gen_tokens), int64_t(done)};
+  int64_t preemptions = eng.scheduler().num_preemptions(), steps = eng.num_steps();
+  if (ranks > 1) {
+    group->all_reduce_sum(totals, 6);
+    group->all_reduce_sum(&preemptions, 1);
+    double st = double(steps);
+    group->all_reduce_max(&st, 1);
+    steps = int64_t(st);
+    const std::vector<std::string> parts = group->gather(printed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    for (size_t r = 1; r < parts.size(); ++r) printed.update(nlohmann::json::parse(parts[r]));
+  }
+  std::tie(failures, spec_steps, spec_drafted, spec_accepted) = std::tuple(totals[0], totals[1], totals[2], totals[3]);
+  gen_tokens = uint64_t(totals[4]);
+  done = size_t(totals[5]);
+  if (rank != 0) return failures ? 1 : 0;
+  for (size_t i = 0; i < items.size(); ++i) std::fputs(printed[std::to_string(i)].get<std::string>().c_str(), stdout);
   std::fflush(stdout);
   if (items.size() == 1 && items[0].output) {
     // One request: split its time into prefill (to the first token) and decode.
@@ -217,9 +290,9 @@ int cmd_generate(const Args& args) {
                  o.prompt_token_ids.size(), prefill, double(o.prompt_token_ids.size()) / std::max(prefill, 1e-9),
                  outs > 0 ? outs - 1 : 0, decode, outs > 1 ? double(outs - 1) / std::max(decode, 1e-9) : 0.0);
   }
-  std::fprintf(stderr, "[%zu requests, %llu tokens generated in %.2f s (%.1f tok/s), %lld steps, %lld preemptions]\n",
-               done, (unsigned long long)gen_tokens, secs, double(gen_tokens) / std::max(secs, 1e-9),
-               (long long)eng.num_steps(), (long long)eng.scheduler().num_preemptions());
+  std::fprintf(stderr, "[%zu requests, %llu tokens generated in %.2f s (%.1f tok/s), %lld steps, %lld preemptions%s]\n",
+               done, (unsigned long long)gen_tokens, secs, double(gen_tokens) / std::max(secs, 1e-9), (long long)steps,
+               (long long)preemptions, ranks > 1 ? (", " + std::to_string(ranks) + " ranks").c_str() : "");
   if (spec_steps > 0)
     std::fprintf(stderr, "[speculative: %lld drafts, %lld accepted (%.1f%%), mean acceptance length %.2f]\n",
                  (long long)spec_drafted, (long long)spec_accepted,

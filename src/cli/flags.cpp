@@ -126,6 +126,10 @@ void apply_engine_flags(const Flags& f, EngineArgs& ea) {
       if (ea.prefix_cache_disk_size == 0) throw UsageError("--prefix-cache-disk-size must be more than 0 bytes");
     }
     if (auto v = f.get("kv-cache-dtype")) ea.kv_cache_dtype = *v;
+    if (auto a = f.get("expert-parallel")) ea.expert_parallel = parse_on_off("--expert-parallel", *a) ? 1 : 0;
+    ea.ep_redundant_experts = f.get_int_in("ep-redundant-experts", ea.ep_redundant_experts, 0, 1 << 16);
+    ea.eplb_interval = f.get_int_in("eplb-interval", ea.eplb_interval, 0, int64_t(1) << 40);
+    ea.eplb_window = f.get_int_in("eplb-window", ea.eplb_window, 0, int64_t(1) << 40);
     apply_speculative_flags(f, ea);
     if (auto a = f.get("act-quant")) {
       if (*a != "none" && *a != "fp8") throw UsageError("--act-quant must be none or fp8, got '" + *a + "'");

@@ -52,7 +52,8 @@ inline const std::set<std::string> kEngineValueFlags = {
     "threads", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
     "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype",
     "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min", "ngram-max",
-    "prefix-cache-dir", "prefix-cache-disk-size"};
+    "prefix-cache-dir", "prefix-cache-disk-size", "expert-parallel", "ep-redundant-experts", "eplb-interval",
+    "eplb-window", "dp", "mpi-timeout"};
 inline const std::set<std::string> kEngineBoolFlags = {"no-yoco-replay", "no-kv-fake-quant", "enable-prefix-caching",
                                                         "no-prefix-caching"};
 void apply_engine_flags(const Flags& f, EngineArgs& ea);

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "parallel/mpi_world.h"
 
 namespace gannet::cli {
 
@@ -32,22 +33,35 @@ int main_dispatch(int argc, char** argv) {
   }
   std::string cmd = argv[1];
   Args args(argv + 2, argv + argc);
+  // Under mpirun, every rank runs the same command (parallel/mpi_world.h); a failure on
+  // any rank ends the whole job, naming the rank, instead of leaving the others waiting.
+  std::string who;
+  auto end = [&](int code) {
+    if (parallel::world().size > 1 && code != 0) parallel::abort_world(code);
+    parallel::finalize_world();
+    return code;
+  };
   try {
-    if (cmd == "bench") return cmd_bench(args);
-    if (cmd == "generate") return cmd_generate(args);
-    if (cmd == "info") return cmd_info(args);
-    if (cmd == "make-model") return cmd_make_model(args);
-    if (cmd == "serve") return cmd_serve(args);
-    if (cmd == "tokenize") return cmd_tokenize(args);
-    std::fprintf(stderr, "gannet: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
-    return 2;
+    parallel::init_world(&argc, &argv);
+    if (parallel::world().size > 1) who = " (rank " + std::to_string(parallel::world().rank) + ")";
+    if (parallel::world().size > 1 && cmd != "bench" && cmd != "generate" && cmd != "serve")
+      throw UsageError(cmd + " runs as one process; only generate, bench and serve run as ranks of an mpirun job");
+    int rc = 2;
+    if (cmd == "bench") rc = cmd_bench(args);
+    else if (cmd == "generate") rc = cmd_generate(args);
+    else if (cmd == "info") rc = cmd_info(args);
+    else if (cmd == "make-model") rc = cmd_make_model(args);
+    else if (cmd == "serve") rc = cmd_serve(args);
+    else if (cmd == "tokenize") rc = cmd_tokenize(args);
+    else std::fprintf(stderr, "gannet: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+    return end(rc);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "gannet %s: %s\n(run `gannet %s --help` for usage)\n", cmd.c_str(),
+    std::fprintf(stderr, "gannet %s%s: %s\n(run `gannet %s --help` for usage)\n", cmd.c_str(), who.c_str(),
                  e.what(), cmd.c_str());
-    return 2;
+    return end(2);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gannet %s: error: %s\n", cmd.c_str(), e.what());
-    return 1;
+    std::fprintf(stderr, "gannet %s%s: error: %s\n", cmd.c_str(), who.c_str(), e.what());
+    return end(1);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "engine/step_profile.h"
 #include "core/progress_bar.h"
+#include "io/deepseek_v41_config.h"
 #include "io/model_config.h"
 
 namespace gannet::engine {
@@ -37,7 +38,7 @@ uint64_t mem_available_bytes() {
 
 }  // namespace
 
-Engine::Engine(const EngineArgs& args) : args_(args) {
+Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
   args_.validate();
   const int threads = args_.threads > 0 ? args_.threads : usable_cpus();
   pool_ = std::make_unique<ThreadPool>(threads);
@@ -51,7 +52,39 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
     fail("--kv-cache-dtype ", args_.kv_cache_dtype, ": ", cfg.architecture,
          " keeps its cache in its own formats (compact FP8/FP4 entries); leave it at auto");
   cfg.kv_cache_bf16 = args_.kv_cache_dtype == "bf16";
-  checkpoint_ = std::make_unique<io::Checkpoint>(args_.model);
+  // Expert parallelism: on by default for a MoE model in a job of several ranks.
+  const int ranks = group ? group->size() : 1;
+  const int64_t routed = cfg.deepseek_v41 ? cfg.deepseek_v41->n_routed_experts : 0;
+  const bool ep_knobs = args_.ep_redundant_experts > 0 || args_.eplb_interval > 0 || args_.eplb_window > 0;
+  if (ranks == 1 && (args_.expert_parallel == 1 || ep_knobs))
+    fail("--expert-parallel / --ep-redundant-experts / --eplb-interval spread experts over the ranks of an mpirun job; "
+         "this run has one rank (start it with mpirun -np N)");
+  const bool ep = ranks > 1 && args_.expert_parallel != 0 && (routed > 0 || args_.expert_parallel == 1);
+  if (ep && routed == 0)
+    fail("--expert-parallel on: ", cfg.architecture, cfg.deepseek_v4 ? " (DeepSeek-V4) is not supported yet" : " has no routed experts",
+         "; expert parallelism runs DeepSeek-V4.1 checkpoints (use --expert-parallel off for data parallelism)");
+  if (!ep && ep_knobs) fail("--ep-redundant-experts / --eplb-interval / --eplb-window need expert parallelism");
+  io::SafetensorsFile::Keep keep;
+  if (ep) {
+    if (args_.speculative_verify == "varlen")
+      fail("--speculative-verify varlen measures step times with forwards of this rank alone at start-up, which "
+           "expert parallelism cannot run; use fixed");
+    cfg.ep_rank = group->rank();
+    cfg.ep_size = ranks;
+    cfg.ep_redundant = args_.ep_redundant_experts;
+    cfg.eplb_interval = args_.eplb_interval;
+    cfg.eplb_window = args_.eplb_window;
+    const model::ExpertPlacement first = model::initial_placement(routed, ranks, args_.ep_redundant_experts);
+    const int me = group->rank();
+    keep = [first, me](const std::string& name) {
+      const int64_t e = model::routed_expert_of_tensor(name);
+      if (e < 0 || e >= first.n_experts) return true;
+      for (int32_t g : first.replicas[size_t(e)])
+        if (first.rank_of(g) == me) return true;
+      return false;
+    };
+  }
+  checkpoint_ = std::make_unique<io::Checkpoint>(args_.model, nullptr, keep);
   {
     // Weights are read in once at start-up whatever the logging, so the first requests do
     // not pay for page faults; only the progress bar depends on --quiet.
@@ -202,9 +235,21 @@ Engine::Engine(const EngineArgs& args) : args_(args) {
   }
   executor_->set_grammar_rollback(int(std::max<int64_t>(16, 2 * (args_.num_speculative_tokens + model_->draft_block()) + 2)));
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_.get());
+  if (model::ExpertParallel* x = model_->expert_parallel()) {
+    lockstep_ = group->split();
+    x->set_comm(lockstep_.get());
+    executor_->set_lockstep(lockstep_.get());
+  }
   if (args_.async_scheduling) exec_thread_ = std::make_unique<ExecutorThread>(*executor_);
   if (!args_.quiet) {
     std::fprintf(stderr, "gannet: engine %s\n", args_.describe().c_str());
+    if (const model::ExpertParallel* x = model_->expert_parallel())
+      std::fprintf(stderr,
+                   "gannet: expert parallel over %d ranks: %lld expert slots per rank and layer (%lld redundant), "
+                   "rank 0 maps %s of the checkpoint's %s; EPLB %s\n",
+                   x->ranks(), (long long)x->slots(), (long long)args_.ep_redundant_experts,
+                   format_bytes(checkpoint_->mapped_bytes()).c_str(), format_bytes(checkpoint_->total_bytes()).c_str(),
+                   args_.eplb_interval ? ("every " + std::to_string(args_.eplb_interval) + " forwards").c_str() : "off");
     const int64_t tokens = cache_->capacity_tokens();
     std::fprintf(stderr,
                  "gannet: KV cache %s: %lld blocks x %d tokens = %lld tokens; %.2f sequences of the full context "
@@ -252,11 +297,12 @@ cache::BlockHash Engine::model_identity(const model::CacheSpec& spec) const {
   }
   cache::BlockHash h = cache::hash_text(id);
   for (const std::string& name : checkpoint_->names()) {
-    const io::TensorRef t = checkpoint_->get(name);
+    const io::TensorRef t = checkpoint_->find(name);
     std::string meta = name + "|" + std::to_string(int(t.info->dtype));
     for (int64_t d : t.info->shape) meta += "," + std::to_string(d);
     h = cache::hash_text(meta, h);
-    h = cache::hash_text(std::string_view(reinterpret_cast<const char*>(t.data), size_t(t.info->end - t.info->begin)), h);
+    if (t.data)  // a rank of an expert-parallel job has its share of the experts only
+      h = cache::hash_text(std::string_view(reinterpret_cast<const char*>(t.data), size_t(t.info->end - t.info->begin)), h);
   }
   std::string layout = "block_size=" + std::to_string(args_.block_size);
   for (const kernels::CacheGroup& g : spec.groups)
@@ -434,6 +480,7 @@ RequestOutput& Engine::next_output() {
 void Engine::process(const StepResult& result) {
   auto t0 = std::chrono::steady_clock::now();
   executor_seconds_ += result.seconds;
+  if (result.idle) return;  // an idle lockstep step: nothing of this rank's ran
   draft_seconds_ += result.draft_seconds;
   const std::vector<Sequence*>& touched = scheduler_->update(result);
   progressed_.clear();
@@ -470,6 +517,7 @@ void Engine::drain() {
     if (!scheduler_->has_pending_removals()) return;
     StepPlan& plan = plans_[next_buffer_ % 2];
     scheduler_->schedule(plan);
+    plan.lockstep = plan.idle = false;  // removals only: no forward, outside the lock-step
     if (plan.empty()) return;
     launch(plan);
   }
@@ -478,7 +526,7 @@ void Engine::drain() {
 void Engine::launch(const StepPlan& plan) {
   StepResult& result = results_[next_buffer_ % 2];
   ++next_buffer_;
-  ++steps_;
+  if (!plan.idle) ++steps_;
   if (exec_thread_) return exec_thread_->submit(&plan, &result);
   const auto t0 = std::chrono::steady_clock::now();
   executor_->run(plan, &result);
@@ -498,7 +546,14 @@ std::span<RequestOutput> Engine::step() {
       if (s->request->metrics.first_scheduled_time == 0) s->request->metrics.first_scheduled_time = now;
   sched_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const bool has_work = !plan.empty();
+  plan.lockstep = lockstep_ != nullptr;
+  plan.idle = false;
   if (has_work) launch(plan);
+  else if (lockstep_) {  // every rank runs one forward per step: an idle one here
+    plan.clear();
+    plan.idle = true;
+    launch(plan);
+  }
   // Asynchronous: apply the older step while the new one runs; with nothing new to run,
   // wait for what is in flight.
   if (exec_thread_ && (exec_thread_->in_flight() > 1 || (!has_work && exec_thread_->in_flight() == 1)))

@@ -17,6 +17,7 @@
 #include "cache/block_manager.h"
 #include "cache/cache_engine.h"
 #include "cache/disk_tier.h"
+#include "core/collective.h"
 #include "core/thread_pool.h"
 #include "engine/executor.h"
 #include "engine/executor_thread.h"
@@ -27,6 +28,7 @@
 #include "gannet/request_output.h"
 #include "gannet/sampling_params.h"
 #include "io/checkpoint.h"
+#include "model/expert_parallel.h"
 #include "model/model.h"
 #include "structured/constraint.h"
 #include "tokenizer/tokenizer.h"
@@ -35,7 +37,12 @@ namespace gannet::engine {
 
 class Engine {
  public:
-  explicit Engine(const EngineArgs& args);
+  // group: this engine is one rank of a job (parallel/mpi_world.h) and takes part in its
+  // expert parallelism (EngineArgs::expert_parallel); null or one rank: a job of its own.
+  // With expert parallelism every rank must call step() the same number of times (the
+  // job's drivers loop while any rank has unfinished requests): each step is one forward
+  // on every rank, an idle one where a rank has nothing to run.
+  explicit Engine(const EngineArgs& args, Collective* group = nullptr);
   ~Engine();
 
   // Queues a request. Throws gannet::Error (and queues nothing) for bad parameters, an
@@ -84,6 +91,10 @@ class Engine {
   // confidence 1; verification is unchanged. Only while no request is unfinished.
   void set_forced_drafts(std::map<std::vector<int32_t>, std::vector<int32_t>> by_prompt);
   bool async_scheduling() const { return exec_thread_ != nullptr; }
+  // Expert parallelism's placement and statistics, or null (one rank, or a dense model).
+  const model::ExpertParallel* expert_parallel() const { return model_->expert_parallel(); }
+  model::ExpertParallel* expert_parallel() { return model_->expert_parallel(); }
+  const io::Checkpoint& checkpoint() const { return *checkpoint_; }
   // Executor rows currently held (tests: none left once everything has finished).
   size_t num_executor_rows() const { return executor_->num_rows(); }
 
@@ -136,6 +147,7 @@ class Engine {
   std::vector<Request*> progressed_;   // requests with new output in this step
   std::vector<RequestOutput> out_buf_; // step()'s outputs, reused
   size_t num_out_ = 0;
+  std::unique_ptr<Collective> lockstep_;  // the executor's stream of the job (expert parallelism)
   // Last: stopped (after finishing what was submitted) before anything it uses goes.
   std::unique_ptr<ExecutorThread> exec_thread_;
 };

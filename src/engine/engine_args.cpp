@@ -76,6 +76,10 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_SPECULATIVE_SAMPLING")) speculative_sampling = v;
   if (auto v = env("GANNET_NGRAM_MIN")) ngram_min = int(to_int("GANNET_NGRAM_MIN", v));
   if (auto v = env("GANNET_NGRAM_MAX")) ngram_max = int(to_int("GANNET_NGRAM_MAX", v));
+  if (auto v = env("GANNET_EXPERT_PARALLEL")) expert_parallel = parse_on_off("GANNET_EXPERT_PARALLEL", v) ? 1 : 0;
+  if (auto v = env("GANNET_EP_REDUNDANT_EXPERTS")) ep_redundant_experts = to_int("GANNET_EP_REDUNDANT_EXPERTS", v);
+  if (auto v = env("GANNET_EPLB_INTERVAL")) eplb_interval = to_int("GANNET_EPLB_INTERVAL", v);
+  if (auto v = env("GANNET_EPLB_WINDOW")) eplb_window = to_int("GANNET_EPLB_WINDOW", v);
 }
 
 void EngineArgs::validate() const {
@@ -114,6 +118,13 @@ void EngineArgs::validate() const {
     fail("--prefix-cache-disk-size needs --prefix-cache-dir (the directory it sizes)");
   if (!prefix_cache_dir.empty() && enable_prefix_caching == 0)
     fail("--prefix-cache-dir is the prefix cache's disk tier; it cannot be used with --no-prefix-caching");
+  if (ep_redundant_experts < 0) fail("--ep-redundant-experts must be >= 0, got ", ep_redundant_experts);
+  if (eplb_interval < 0) fail("--eplb-interval must be >= 0 (0: off), got ", eplb_interval);
+  if (eplb_window < 0) fail("--eplb-window must be >= 0 (0: the interval), got ", eplb_window);
+  if (expert_parallel == 0 && (ep_redundant_experts > 0 || eplb_interval > 0 || eplb_window > 0))
+    fail("--ep-redundant-experts / --eplb-interval / --eplb-window place experts across ranks; they need expert "
+         "parallelism (not --expert-parallel off)");
+  if (eplb_window > 0 && eplb_interval == 0) fail("--eplb-window needs --eplb-interval (the rebalance it feeds)");
   if (ngram_min < 1 || ngram_max < ngram_min || ngram_max > 64)
     fail("--ngram-min / --ngram-max must satisfy 1 <= min <= max <= 64, got ", ngram_min, " and ", ngram_max);
 }
@@ -134,6 +145,9 @@ std::string EngineArgs::describe() const {
   if (!prefix_cache_dir.empty())
     os << " prefix_cache_dir=" << prefix_cache_dir << " prefix_cache_disk_size="
        << (prefix_cache_disk_size ? prefix_cache_disk_size : uint64_t(20) << 30);
+  if (expert_parallel != -1) os << " expert_parallel=" << (expert_parallel ? "on" : "off");
+  if (ep_redundant_experts) os << " ep_redundant_experts=" << ep_redundant_experts;
+  if (eplb_interval) os << " eplb_interval=" << eplb_interval << " eplb_window=" << (eplb_window ? eplb_window : eplb_interval);
   if (speculative != "off")
     os << " speculative=" << speculative << " num_speculative_tokens=" << speculative_tokens()
        << " speculative_verify=" << speculative_verify << " speculative_sampling=" << speculative_sampling

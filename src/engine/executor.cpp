@@ -112,8 +112,12 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
   result.clear();
   result.step_id = plan.step_id;
   result.draft_seconds = 0;
+  result.idle = plan.idle;
   apply_changes(plan);
-  if (plan.rows.empty()) return;
+  if (plan.rows.empty()) {
+    if (lockstep_ && plan.lockstep && lockstep_->any(false)) model_.forward_idle(pool_);
+    return;
+  }
   GANNET_CHECK(plan.num_tokens <= max_tokens_ && plan.num_logit_rows <= max_logit_rows_);
   GANNET_CHECK(plan.rows.size() <= attn_seqs_.size());
 
@@ -222,7 +226,14 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
   b.seqs = attn_seqs_.data();
   b.n_logits = rows;
   b.logit_rows = logit_rows_.data();
-  if (n > 0) model_.forward(b, cache_.views(), logits_.data(), pool_);
+  if (lockstep_ && plan.lockstep) {
+    const bool any = lockstep_->any(n > 0);
+    if (n > 0) model_.forward(b, cache_.views(), logits_.data(), pool_);
+    else if (any) model_.forward_idle(pool_);
+  } else {
+    GANNET_CHECK(!lockstep_ || n == 0, "a forward of ", n, " tokens outside the ranks' lock-step");
+    if (n > 0) model_.forward(b, cache_.views(), logits_.data(), pool_);
+  }
 
   // Lay out the result: each row's samples, prompt logprobs and top-N lists get fixed
   // places first, so the rows can then be filled in parallel.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/cache_engine.h"
+#include "core/collective.h"
 #include "core/thread_pool.h"
 #include "engine/step_plan.h"
 #include "model/model.h"
@@ -29,6 +30,9 @@ class Executor {
 
   // Applies the plan's row changes, runs the forward pass and samples into *out (whose
   // buffers are reused).
+  // Expert parallelism: lockstep plans agree on this stream whether any rank has tokens,
+  // and a rank without runs the model's idle forward (model.h).
+  void set_lockstep(Collective* comm) { lockstep_ = comm; }
   void run(const StepPlan& plan, StepResult* out);
 
   size_t num_rows() const { return rows_.size(); }
@@ -47,6 +51,7 @@ class Executor {
   }
 
  private:
+  Collective* lockstep_ = nullptr;
   struct Row {
     uint64_t epoch = 0;
     std::vector<int32_t> tokens;  // prompt, outputs (including the ones sampled here)

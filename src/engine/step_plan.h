@@ -67,6 +67,11 @@ struct StepPlan {
   std::vector<std::pair<int32_t, int32_t>> state_copies;  // (src, dst) slots of forked samples
   int64_t num_tokens = 0;
   int64_t num_logit_rows = 0;
+  // Expert parallelism (every rank runs the same sequence of forwards): lockstep plans are
+  // the engine steps' own, each agreed with the other ranks before its forward; an idle
+  // one has nothing of this rank's and only takes part in the others' exchanges.
+  bool lockstep = false;
+  bool idle = false;
 
   // Nothing to run or apply: the scheduler then gives the step id back.
   bool empty() const {
@@ -114,6 +119,7 @@ struct StepResult {
   std::vector<TokenLogprob> top;      // top-N lists of samples and prompt logprobs
   double seconds = 0;                 // executor time for the step
   double draft_seconds = 0;           //   of which drafting (speculative rows)
+  bool idle = false;                  // of an idle lockstep plan: nothing to apply
 
   void clear() {
     rows.clear();

@@ -25,7 +25,8 @@ namespace {
 
 }  // namespace
 
-Checkpoint::Checkpoint(const std::string& model_dir, const std::function<void(int, int)>& on_file)
+Checkpoint::Checkpoint(const std::string& model_dir, const std::function<void(int, int)>& on_file,
+                       const SafetensorsFile::Keep& keep)
     : dir_(model_dir) {
   if (!fs::is_directory(model_dir)) fail(model_dir, ": not a directory");
   const fs::path index_path = fs::path(model_dir) / "model.safetensors.index.json";
@@ -59,7 +60,7 @@ Checkpoint::Checkpoint(const std::string& model_dir, const std::function<void(in
   for (const std::string& f : files) {
     std::string path = (fs::path(model_dir) / f).string();
     if (!fs::exists(path)) fail(path, ": shard listed in model.safetensors.index.json does not exist");
-    files_.push_back(std::make_unique<SafetensorsFile>(path));
+    files_.push_back(std::make_unique<SafetensorsFile>(path, keep));
     const SafetensorsFile& sf = *files_.back();
     for (const TensorInfo& t : sf.tensors()) {
       if (index_.count(t.name)) fail(path, ": tensor '", t.name, "' also appears in ", *index_[t.name].file);
@@ -77,6 +78,14 @@ Checkpoint::Checkpoint(const std::string& model_dir, const std::function<void(in
 }
 
 TensorRef Checkpoint::get(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) fail(dir_, ": tensor '", name, "' is missing from the checkpoint");
+  if (!it->second.data && it->second.info->end > it->second.info->begin)
+    fail(dir_, ": tensor '", name, "' is not mapped by this rank (expert parallelism: it belongs to another rank's share)");
+  return it->second;
+}
+
+TensorRef Checkpoint::find(const std::string& name) const {
   auto it = index_.find(name);
   if (it == index_.end()) fail(dir_, ": tensor '", name, "' is missing from the checkpoint");
   return it->second;
@@ -118,19 +127,26 @@ int64_t Checkpoint::total_elements() const {
 
 namespace gannet::io {
 
+uint64_t Checkpoint::mapped_bytes() const {
+  uint64_t b = 0;
+  for (auto& f : files_) b += f->mapped_size();
+  return b;
+}
+
 void Checkpoint::prefault(const std::function<void(uint64_t, uint64_t)>& progress) const {
-  uint64_t total = 0, done = 0;
-  for (auto& f : files_) total += f->mapped_size();
+  const uint64_t total = mapped_bytes();
+  uint64_t done = 0;
   volatile uint8_t sink = 0;
-  for (auto& f : files_) {
-    const uint8_t* p = f->mapped_data();
-    const uint64_t n = f->mapped_size();
-    for (uint64_t off = 0; off < n; off += 4096) {
-      sink = sink + p[off];
-      if ((off & ((64u << 20) - 1)) == 0 && progress) progress(done + off, total);
+  for (auto& f : files_)
+    for (auto& m : f->maps()) {
+      const uint8_t* p = m->data();
+      const uint64_t n = m->size();
+      for (uint64_t off = 0; off < n; off += 4096) {
+        sink = sink + p[off];
+        if ((off & ((64u << 20) - 1)) == 0 && progress) progress(done + off, total);
+      }
+      done += n;
     }
-    done += n;
-  }
   if (progress) progress(total, total);
 }
 

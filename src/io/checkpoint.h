@@ -25,12 +25,17 @@ struct TensorRef {
 class Checkpoint {
  public:
   // Opens and validates every file. on_file(done, total) reports progress.
+  // keep, if given, chooses the tensors to map (expert parallelism: a rank's share of the
+  // routed experts); the others are listed (has(), names()) but get() refuses them.
   explicit Checkpoint(const std::string& model_dir,
-                      const std::function<void(int, int)>& on_file = nullptr);
+                      const std::function<void(int, int)>& on_file = nullptr,
+                      const SafetensorsFile::Keep& keep = nullptr);
 
   bool has(const std::string& name) const { return index_.count(name) > 0; }
   // Throws gannet::Error naming the tensor and directory when it is missing.
   TensorRef get(const std::string& name) const;
+  // Any listed tensor, mapped or not (data null when `keep` left it out).
+  TensorRef find(const std::string& name) const;
   // get() plus a check of dtype-independent shape; error names file, tensor, both shapes.
   TensorRef get(const std::string& name, const std::vector<int64_t>& expected_shape) const;
 
@@ -39,6 +44,8 @@ class Checkpoint {
   uint64_t total_bytes() const;
   std::map<std::string, uint64_t> bytes_by_dtype() const;
   int64_t total_elements() const;
+  // Bytes mapped (all of total_bytes() without `keep`).
+  uint64_t mapped_bytes() const;
   // Touches every page of every file so the first forward pass does not wait on disk;
   // progress(bytes_done, total) drives a progress bar.
   void prefault(const std::function<void(uint64_t, uint64_t)>& progress = nullptr) const;

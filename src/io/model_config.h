@@ -69,6 +69,12 @@ struct ModelConfig {
   int64_t speculative_tokens = 0;
   // DSpark drafting (DeepSeek-V4.1 with its mtp.* drafter): state slots hold the drafter's rings.
   bool dspark = false;
+  // Not from config.json: expert parallelism (model/expert_parallel.h) over ep_size ranks
+  // of an mpirun job, this process being ep_rank; 1: every expert on this process.
+  int ep_rank = 0, ep_size = 1;
+  int64_t ep_redundant = 0;   // spare expert slots per rank
+  int64_t eplb_interval = 0;  // forwards between rebalances (0: none)
+  int64_t eplb_window = 0;    // forwards of load history (0: the interval)
 
   // Parameter count implied by the shapes (embeddings counted once when tied).
   int64_t num_parameters() const;

@@ -37,10 +37,11 @@ std::vector<TensorInfo> parse_safetensors_header(const uint8_t* data, size_t siz
                                                  uint64_t* data_start = nullptr,
                                                  std::map<std::string, std::string>* metadata = nullptr);
 
-// A read-only memory map of a whole file.
+// A read-only memory map of a whole file, or of bytes [offset, offset + length) of it.
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path);  // throws gannet::Error
+  MappedFile(const std::string& path, uint64_t offset, uint64_t length);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -49,25 +50,35 @@ class MappedFile {
   const std::string& path() const { return path_; }
 
  private:
+  void map(int fd, uint64_t offset, uint64_t length);
   std::string path_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  void* base_ = nullptr;  // the page-aligned mapping data_ lies in
+  uint64_t base_len_ = 0;
 };
 
-// One opened safetensors file: its tensors point into the mapping.
+// One opened safetensors file: its tensors point into the mapping. With `keep`, only the
+// tensors it accepts are mapped (runs of neighbouring ones share a mapping) and the others
+// have no data: a rank of an expert-parallel job maps its share of the experts only.
 class SafetensorsFile {
  public:
-  explicit SafetensorsFile(const std::string& path);
+  using Keep = std::function<bool(const std::string& name)>;
+  explicit SafetensorsFile(const std::string& path, const Keep& keep = nullptr);
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
-  const uint8_t* tensor_data(const TensorInfo& t) const { return map_.data() + data_start_ + t.begin; }
-  const std::string& path() const { return map_.path(); }
-  const uint8_t* mapped_data() const { return map_.data(); }
-  uint64_t mapped_size() const { return map_.size(); }
+  // nullptr for a tensor `keep` left out.
+  const uint8_t* tensor_data(const TensorInfo& t) const { return data_[size_t(&t - tensors_.data())]; }
+  const std::string& path() const { return path_; }
+  // The mapped byte ranges (for prefaulting), and their total.
+  const std::vector<std::unique_ptr<MappedFile>>& maps() const { return maps_; }
+  uint64_t mapped_size() const;
 
  private:
-  MappedFile map_;
+  std::string path_;
+  std::vector<std::unique_ptr<MappedFile>> maps_;
   uint64_t data_start_ = 0;
   std::vector<TensorInfo> tensors_;
+  std::vector<const uint8_t*> data_;  // [tensors]
 };
 
 // Streams tensors into a safetensors file. Declare every tensor first, then write each

@@ -19,6 +19,8 @@
 
 namespace gannet::model {
 
+class ExpertParallel;
+
 // One forward step over a flattened batch of tokens from one or more sequences.
 struct Batch {
   int64_t n_tokens = 0;
@@ -76,6 +78,11 @@ class Model {
     (void)replay_from;
     return cache_spec().state_bytes_per_seq == 0 ? hit : -1;
   }
+  // Expert parallelism (ModelConfig::ep_size > 1): the model's expert placement and
+  // exchanges, or null. Every rank runs the same sequence of forwards; a rank with nothing
+  // to compute runs forward_idle(), which takes part in every exchange with no tokens.
+  virtual ExpertParallel* expert_parallel() { return nullptr; }
+  virtual void forward_idle(ThreadPool* pool) { (void)pool; }
   // The model's own drafter: drafts per step (0: none, or not enabled by
   // ModelConfig::dspark), and the drafting after a forward (jobs of distinct sequences).
   virtual int64_t draft_block() const { return 0; }

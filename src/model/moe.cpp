@@ -1,5 +1,7 @@
 #include "model/moe.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include "kernels/cpu/log.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/softmax.h"
+#include "model/expert_parallel.h"
 
 namespace gannet::model {
 
@@ -55,7 +58,17 @@ const char* moe_scoring_name(MoeScoring s) {
   return "?";
 }
 
-MoeLayer::MoeLayer(const MoeConfig& cfg, MoeWeights weights) : cfg_(cfg), w_(std::move(weights)) {
+MoeLayer::MoeLayer(const MoeConfig& cfg, MoeWeights weights) : cfg_(cfg), w_(std::move(weights)) { check_config(); }
+
+MoeLayer::MoeLayer(const MoeConfig& cfg, MoeWeights weights, ExpertParallel* ep, int64_t ep_layer)
+    : cfg_(cfg), w_(std::move(weights)), ep_(ep), ep_layer_(ep_layer) {
+  GANNET_CHECK(ep && ep_layer >= 0 && ep_layer < ep->n_layers(), "expert-parallel layer ", ep_layer);
+  if (!w_.experts.empty()) fail("MoE: an expert-parallel layer takes its routed experts from the rank's slots");
+  check_config();
+}
+
+void MoeLayer::check_config() {
+
   const int64_t E = cfg_.n_experts, H = cfg_.hidden;
   if (H <= 0) fail("MoE hidden must be > 0, got ", H);
   if (E <= 0) fail("MoE n_experts must be > 0, got ", E);
@@ -73,13 +86,23 @@ MoeLayer::MoeLayer(const MoeConfig& cfg, MoeWeights weights) : cfg_(cfg), w_(std
     fail("MoE router has shape ", shape(w_.router), ", expected [n_experts = ", E, ", hidden = ", H, "]");
   if (!w_.selection_bias.empty() && int64_t(w_.selection_bias.size()) != E)
     fail("MoE selection_bias has ", w_.selection_bias.size(), " entries, expected n_experts = ", E);
-  if (int64_t(w_.experts.size()) != E)
+  if (!ep_ && int64_t(w_.experts.size()) != E)
     fail("MoE experts: ", w_.experts.size(), " given, config n_experts = ", E);
+  if (ep_ && ep_->placement(ep_layer_).n_experts != E)
+    fail("MoE: the expert placement has ", ep_->placement(ep_layer_).n_experts, " experts, config n_experts = ", E);
   if (int64_t(w_.shared.size()) != cfg_.n_shared)
     fail("MoE shared experts: ", w_.shared.size(), " given, config n_shared = ", cfg_.n_shared);
-  inter_ = w_.experts[0].w1.n;
-  if (inter_ <= 0) fail("MoE experts[0].w1 has shape ", shape(w_.experts[0].w1), ": inter must be > 0");
-  for (int64_t e = 0; e < E; ++e) check_expert(w_.experts[size_t(e)], detail::concat("experts[", e, "]"), H, inter_);
+  if (ep_) {
+    inter_ = ep_->inter(ep_layer_);
+    for (int64_t s = 0; s < ep_->slots(); ++s) {
+      const MoeExpert& w = ep_->slot_weights(ep_layer_, s);
+      if (w.w1.data) check_expert(w, detail::concat("experts (slot ", s, ")"), H, inter_);
+    }
+  } else {
+    inter_ = w_.experts[0].w1.n;
+    if (inter_ <= 0) fail("MoE experts[0].w1 has shape ", shape(w_.experts[0].w1), ": inter must be > 0");
+    for (int64_t e = 0; e < E; ++e) check_expert(w_.experts[size_t(e)], detail::concat("experts[", e, "]"), H, inter_);
+  }
   if (cfg_.n_shared > 0) {
     shared_inter_ = w_.shared[0].w1.n;
     if (shared_inter_ <= 0) fail("MoE shared[0].w1 has shape ", shape(w_.shared[0].w1), ": inter must be > 0");
@@ -275,6 +298,7 @@ void MoeLayer::forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, 
                            const int32_t* forced_ids) const {
   const int64_t T = n_tokens, E = cfg_.n_experts, K = cfg_.top_k, S = cfg_.n_shared, H = cfg_.hidden;
   GANNET_CHECK(T >= 0);
+  if (ep_) return forward_ep(isa, x, T, y, ws, pool, forced_ids);
   if (T == 0) return;
   GANNET_CHECK(x + T * H <= y || y + T * H <= x, "MoE output must not alias its input");
   route_isa(isa, x, T, ws, pool, forced_ids);  // also reserves ws for T tokens
@@ -284,6 +308,7 @@ void MoeLayer::forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, 
   std::fill(count, count + E, int64_t(0));
   const int32_t* ids = ws.ids_.data();
   for (int64_t i = 0; i < T * K; ++i) ++count[ids[i]];
+  ws.groups_.resize(size_t(E + S));
   for (int64_t e = 0, row = 0; e < E; ++e) {
     MoeWorkspace::Group& G = ws.groups_[size_t(e)];
     G = {&w_.experts[size_t(e)], ws.xg_.data() + row * H, count[e], row, row * inter_, true};
@@ -328,6 +353,153 @@ void MoeLayer::forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, 
       std::memcpy(yt, out + rows[0] * H, size_t(H) * sizeof(float));
       for (int64_t i = 1; i < K; ++i) kernels::add_isa(isa, yt, out + rows[i] * H, yt, H);
       for (int64_t s = 0; s < S; ++s) kernels::add_isa(isa, yt, out + (T * K + s * T + t) * H, yt, H);
+    }
+  };
+  if (!pool || T * H * (K + S) < (int64_t(1) << 16)) combine(0, T, 0);
+  else pool->parallel_for(T, combine, 1);
+}
+
+// Expert parallel (expert_parallel.h). A row in transit is [slot (int32 bits), routing
+// weight, x[hidden]]; results come back as [hidden] in the order they were sent.
+void MoeLayer::forward_ep(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
+                          const int32_t* forced_ids) const {
+  const int64_t T = n_tokens, E = cfg_.n_experts, K = cfg_.top_k, S = cfg_.n_shared, H = cfg_.hidden;
+  ExpertParallel& ep = *ep_;
+  Collective& comm = ep.comm();
+  const ExpertPlacement& place = ep.placement(ep_layer_);
+  const int P = comm.size(), me = comm.rank();
+  const int64_t slots = place.slots, W = H + 2;
+  ExpertParallelStats& st = ep.stats();
+  if (T > 0) {
+    GANNET_CHECK(x + T * H <= y || y + T * H <= x, "MoE output must not alias its input");
+    route_isa(isa, x, T, ws, pool, forced_ids);
+    ep.count_load(ep_layer_, ws.ids_.data(), T * K);
+  }
+  // Destinations: the occurrences of each expert in this batch take its replicas in turn,
+  // each rank starting at its own offset (any replica gives the same bits).
+  grow(ws.dest_, T * K);
+  grow(ws.dest_row_, T * K);
+  grow(ws.occ_, E);
+  for (auto* v : {&ws.send_n_, &ws.recv_n_, &ws.send_b_, &ws.recv_b_}) v->assign(size_t(P), 0);
+  std::fill_n(ws.occ_.begin(), E, int64_t(0));
+  const int32_t* ids = ws.ids_.data();
+  for (int64_t i = 0; i < T * K; ++i) {
+    const auto& reps = place.replicas[size_t(ids[i])];
+    const int32_t g = reps[size_t((ws.occ_[size_t(ids[i])]++ + me) % int64_t(reps.size()))];
+    ws.dest_[size_t(i)] = g;  // global slot for now
+    ++ws.send_n_[size_t(place.rank_of(g))];
+  }
+  std::vector<int64_t> off(size_t(P), 0);
+  for (int p = 1; p < P; ++p) off[size_t(p)] = off[size_t(p - 1)] + ws.send_n_[size_t(p - 1)];
+  grow(ws.send_, T * K * W);
+  for (int64_t i = 0; i < T * K; ++i) {
+    const int32_t g = ws.dest_[size_t(i)];
+    const int r = place.rank_of(g);
+    const int64_t row = off[size_t(r)]++;
+    ws.dest_row_[size_t(i)] = row;
+    float* o = ws.send_.data() + row * W;
+    const int32_t slot = int32_t(g % slots);
+    std::memcpy(o, &slot, 4);
+    o[1] = ws.weights_[size_t(i)];
+    std::memcpy(o + 2, x + (i / K) * H, size_t(H) * sizeof(float));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  comm.all_to_all(ws.send_n_.data(), ws.recv_n_.data());
+  int64_t R = 0;
+  for (int p = 0; p < P; ++p) {
+    ws.send_b_[size_t(p)] = ws.send_n_[size_t(p)] * W * 4;
+    ws.recv_b_[size_t(p)] = ws.recv_n_[size_t(p)] * W * 4;
+    R += ws.recv_n_[size_t(p)];
+  }
+  grow(ws.recv_, R * W);
+  comm.all_to_all_v(ws.send_.data(), ws.send_b_.data(), ws.recv_.data(), ws.recv_b_.data());
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.rows_sent[size_t(ep_layer_)] += T * K;
+  st.rows_computed[size_t(ep_layer_)] += R;
+  for (int p = 0; p < P; ++p)
+    if (p != me) st.bytes_sent += uint64_t(ws.send_b_[size_t(p)]), st.bytes_received += uint64_t(ws.recv_b_[size_t(p)]);
+
+  // The received rows grouped by slot (in received order within each), then the shared
+  // experts over this rank's own tokens, exactly as the single-rank path groups them.
+  grow(ws.count_, std::max<int64_t>(E, slots));
+  int64_t* count = ws.count_.data();
+  std::fill(count, count + slots, int64_t(0));
+  for (int64_t r = 0; r < R; ++r) {
+    int32_t slot;
+    std::memcpy(&slot, ws.recv_.data() + r * W, 4);
+    GANNET_CHECK(slot >= 0 && slot < slots && ep.slot_weights(ep_layer_, slot).w1.data, "row for empty slot ", slot);
+    ++count[slot];
+  }
+  grow(ws.xg_, R * H);
+  grow(ws.row_weight_, R);
+  grow(ws.recv_out_, R);
+  grow(ws.gate_, R * inter_ + S * T * shared_inter_);
+  grow(ws.up_, R * inter_ + S * T * shared_inter_);
+  grow(ws.out_, (R + S * T) * H);
+  if (cfg_.act_quant_block > 0) grow(ws.xq_, T * H);
+  ws.groups_.resize(size_t(slots + S));
+  for (int64_t s = 0, row = 0; s < slots; ++s) {
+    MoeWorkspace::Group& G = ws.groups_[size_t(s)];
+    G = {&ep.slot_weights(ep_layer_, s), ws.xg_.data() + row * H, count[s], row, row * inter_, true};
+    count[s] = row;
+    row += G.rows;
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    const float* in = ws.recv_.data() + r * W;
+    int32_t slot;
+    std::memcpy(&slot, in, 4);
+    const int64_t o = count[slot]++;
+    ws.recv_out_[size_t(r)] = o;
+    ws.row_weight_[size_t(o)] = in[1];
+    std::memcpy(ws.xg_.data() + o * H, in + 2, size_t(H) * sizeof(float));
+  }
+  const int64_t aq = cfg_.act_quant_block;
+  const float* xs = x;
+  if (aq > 0) {
+    for (int64_t r = 0; r < R; ++r) kernels::fake_quant_fp8(ws.xg_.data() + r * H, H, aq, true);
+    if (T > 0) {
+      std::memcpy(ws.xq_.data(), x, size_t(T * H) * sizeof(float));
+      for (int64_t t = 0; t < T; ++t) kernels::fake_quant_fp8(ws.xq_.data() + t * H, H, aq, true);
+      xs = ws.xq_.data();
+    }
+  }
+  for (int64_t s = 0; s < S; ++s)
+    ws.groups_[size_t(slots + s)] = {&w_.shared[size_t(s)], xs, T, R + s * T, R * inter_ + s * T * shared_inter_, false};
+  run_items(isa, ws, pool, false);
+  if (aq > 0)
+    for (const MoeWorkspace::Group& G : ws.groups_) {
+      const int64_t inter = G.w->w1.n;
+      for (int64_t r = 0; r < G.rows; ++r) kernels::fake_quant_fp8(ws.gate_.data() + G.hid_off + r * inter, inter, aq, true);
+    }
+  run_items(isa, ws, pool, true);
+
+  // Results back to their owners, in the order the rows came.
+  grow(ws.back_, R * H);
+  for (int64_t r = 0; r < R; ++r)
+    std::memcpy(ws.back_.data() + r * H, ws.out_.data() + ws.recv_out_[size_t(r)] * H, size_t(H) * sizeof(float));
+  for (int p = 0; p < P; ++p) {
+    ws.send_b_[size_t(p)] = ws.recv_n_[size_t(p)] * H * 4;
+    ws.recv_b_[size_t(p)] = ws.send_n_[size_t(p)] * H * 4;
+  }
+  grow(ws.result_, T * K * H);
+  const auto t1 = std::chrono::steady_clock::now();
+  comm.all_to_all_v(ws.back_.data(), ws.send_b_.data(), ws.result_.data(), ws.recv_b_.data());
+  secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  st.exchange_seconds[size_t(ep_layer_)] += secs;
+  for (int p = 0; p < P; ++p)
+    if (p != me) st.bytes_sent += uint64_t(ws.send_b_[size_t(p)]), st.bytes_received += uint64_t(ws.recv_b_[size_t(p)]);
+  if (T == 0) return;
+
+  // Combine in the fixed order of moe.h step 6.
+  const float* res = ws.result_.data();
+  const float* out = ws.out_.data();
+  auto combine = [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      float* yt = y + t * H;
+      const int64_t* rows = ws.dest_row_.data() + t * K;
+      std::memcpy(yt, res + rows[0] * H, size_t(H) * sizeof(float));
+      for (int64_t i = 1; i < K; ++i) kernels::add_isa(isa, yt, res + rows[i] * H, yt, H);
+      for (int64_t s = 0; s < S; ++s) kernels::add_isa(isa, yt, out + (R + s * T + t) * H, yt, H);
     }
   };
   if (!pool || T * H * (K + S) < (int64_t(1) << 16)) combine(0, T, 0);

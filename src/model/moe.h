@@ -79,10 +79,13 @@ struct MoeWeights {
   kernels::PackedWeight router;        // [n_experts, hidden], f32 or bf16 in checkpoints
   std::vector<float> selection_bias;   // [n_experts], or empty for none
   std::vector<MoeExpert> experts;      // [n_experts]; one inter size for all of them
+  // Expert parallelism at load: experts holds this rank's share only, these ids.
+  std::vector<int32_t> expert_ids;
   std::vector<MoeExpert> shared;       // [n_shared]; one inter size, may differ from routed
 };
 
 class MoeLayer;
+class ExpertParallel;
 
 // Scratch of one layer's forward. Buffers grow to the largest batch seen and are reused,
 // so after reserve() (or a first call with as many tokens) forward performs no heap
@@ -131,12 +134,27 @@ class MoeWorkspace {
   std::vector<Group> groups_;        // [E + n_shared]
   std::vector<Item> items_;          // work items of the current phase
   std::vector<double> cost_;         // [items + 1] prefix sums of estimated cost
+  // Expert parallelism (expert_parallel.h): per (token, choice) its destination rank and
+  // row there; rows to send [rows, 2 + hidden] (slot, weight, x) and received; results.
+  std::vector<int32_t> dest_;        // [T * top_k] rank
+  std::vector<int64_t> dest_row_;    // [T * top_k] row in the send buffer
+  std::vector<int64_t> occ_;         // [E] occurrences so far (replica choice)
+  std::vector<int64_t> send_n_, recv_n_, send_b_, recv_b_;  // [ranks] rows, bytes
+  std::vector<float> send_, recv_;   // rows in transit
+  std::vector<float> back_;          // [received rows, hidden] results in received order
+  std::vector<float> result_;        // [T * top_k, hidden] results back at the owner
+  std::vector<int64_t> recv_out_;    // [received rows] row of each in out_
 };
 
 class MoeLayer {
  public:
   // Checks cfg and the weights' shapes; throws gannet::Error naming the field at fault.
   MoeLayer(const MoeConfig& cfg, MoeWeights weights);
+  // Expert parallel: the routed experts live in ep's slots for MoE layer `ep_layer`
+  // (weights.experts must be empty); forward then exchanges rows with the other ranks and
+  // must be called by all of them together (n_tokens may be 0).
+  MoeLayer(const MoeConfig& cfg, MoeWeights weights, ExpertParallel* ep, int64_t ep_layer);
+  bool expert_parallel() const { return ep_ != nullptr; }
 
   const MoeConfig& config() const { return cfg_; }
   const MoeWeights& weights() const { return w_; }
@@ -157,11 +175,16 @@ class MoeLayer {
 
  private:
   void run_items(Isa isa, MoeWorkspace& ws, ThreadPool* pool, bool down) const;
+  void forward_ep(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
+                  const int32_t* forced_ids) const;
+  void check_config();
 
   MoeConfig cfg_;
   MoeWeights w_;
   int64_t inter_ = 0, shared_inter_ = 0;
   float limit_ = 0.0f;  // swiglu_limit, +inf when off
+  ExpertParallel* ep_ = nullptr;
+  int64_t ep_layer_ = -1;
 };
 
 }  // namespace gannet::model

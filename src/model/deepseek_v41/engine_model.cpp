@@ -20,6 +20,8 @@ class DeepseekV41Model final : public Model {
   DeepseekV41Model(const io::ModelConfig& cfg, const io::Checkpoint& ckpt) : cfg_(cfg), m_(cfg, ckpt) {}
 
   const io::ModelConfig& config() const override { return cfg_; }
+  ExpertParallel* expert_parallel() override { return m_.expert_parallel(); }
+  void forward_idle(ThreadPool* pool) override { m_.forward_idle(pool); }
   CacheSpec cache_spec() const override { return m_.cache_spec(); }
 
   void reserve(int64_t max_tokens, int64_t max_logits) override {
@@ -88,6 +90,11 @@ class DeepseekV41Model final : public Model {
       for (const auto& e : lw.moe.shared) add(e.w1), add(e.w2), add(e.w3);
       const double share = double(c.num_experts_per_tok) / double(c.n_routed_experts);
       for (const auto& e : lw.moe.experts) add(e.w1, share), add(e.w2, share), add(e.w3, share);
+      if (const ExpertParallel* ep = m_.expert_parallel())  // this rank's slots
+        for (int64_t s = 0; s < ep->slots(); ++s) {
+          const MoeExpert& e = ep->slot_weights(&lw - W.layers.data(), s);
+          if (e.w1.data) add(e.w1, share), add(e.w2, share), add(e.w3, share);
+        }
       if (lw.has_engram) {
         add(lw.engram.wkv);
         const double rows = double((c.engram_max_ngram_size - 1) * c.engram_n_heads);

@@ -65,7 +65,14 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
     if (!c_.is_index_source(l))
       fail(ckpt.dir(), ": config.json: KV source layer ", l,
            " is not in index_source_layer_ids (its layers would have no top-k over its entries)");
-  w_ = load_weights(c_, ckpt);
+  if (cfg.ep_size > 1) {
+    ExpertParallelOptions o;
+    o.redundant = cfg.ep_redundant;
+    o.eplb_interval = cfg.eplb_interval;
+    o.eplb_window = cfg.eplb_window;
+    ep_ = std::make_unique<ExpertParallel>(cfg.ep_rank, cfg.ep_size, c_.n_routed_experts, c_.num_hidden_layers, o);
+  }
+  w_ = load_weights(c_, ckpt, ep_.get());
   auto moe_config = [&](int64_t experts, int64_t top_k) {
     MoeConfig mc;
     mc.hidden = c_.hidden_size;
@@ -80,7 +87,20 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
     mc.act_quant_block = act_quant_ ? 32 : 0;
     return mc;
   };
-  for (const LayerWeights& lw : w_.layers) moe_.emplace_back(moe_config(c_.n_routed_experts, c_.num_experts_per_tok), lw.moe);
+  if (ep_) {
+    for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+      MoeWeights& mw = w_.layers[size_t(l)].moe;
+      for (size_t j = 0; j < mw.experts.size(); ++j) ep_->set_expert(l, mw.expert_ids[j], mw.experts[j]);
+      mw.experts.clear();
+      mw.expert_ids.clear();
+    }
+    ep_->finish_loading();
+    for (int64_t l = 0; l < c_.num_hidden_layers; ++l)
+      moe_.emplace_back(moe_config(c_.n_routed_experts, c_.num_experts_per_tok), w_.layers[size_t(l)].moe, ep_.get(), l);
+  } else {
+    for (const LayerWeights& lw : w_.layers)
+      moe_.emplace_back(moe_config(c_.n_routed_experts, c_.num_experts_per_tok), lw.moe);
+  }
   if (cfg.dspark) {
     if (!w_.has_dspark)
       fail("--speculative dspark: ", ckpt.dir(), " has no DSpark drafter (num_nextn_predict_layers = ",
@@ -582,6 +602,7 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
     }
   }
 
+  if (ep_) ep_->begin_forward();
   std::vector<float> pre(size_t(N * hc), 0.0f), a_pre(pre.size()), f_pre(pre.size());
   std::vector<float> post(size_t(N * hc)), comb(size_t(N * hc * hc));
   for (int64_t i = 0; i < N; ++i) pre[size_t(i * hc)] = 1.0f;  // the first collapse reads stream 0
@@ -636,7 +657,12 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
       for (int64_t i = 0; i < M; ++i) pos[size_t(i)] = pos[size_t(kept_rows[size_t(i)])];
       N = M;
       cur = &kept_chunks;
-      if (N == 0) break;
+      if (N == 0) {
+        // Nothing left to compute, but the other ranks' exchanges still need this one.
+        for (int64_t l2 = l; ep_ && l2 < c_.num_hidden_layers; ++l2)
+          moe_[size_t(l2)].forward(nullptr, 0, nullptr, moe_ws, pool);
+        break;
+      }
     }
     const std::vector<Chunk>& chunks_l = *cur;
     const LayerWeights& lw = w_.layers[size_t(l)];
@@ -677,6 +703,13 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
   mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
   kernels::rmsnorm(col.data(), w_.norm.data(), nrm.data(), N, d, float(c_.rms_norm_eps));
   for (int64_t i = 0; i < N; ++i) std::memcpy(hidden + kept_rows[size_t(i)] * d, nrm.data() + i * d, size_t(d) * 4);
+}
+
+void DeepseekV41::forward_idle(ThreadPool* pool) const {
+  if (!ep_) return;
+  ep_->begin_forward();
+  MoeWorkspace ws;
+  for (const MoeLayer& m : moe_) m.forward(nullptr, 0, nullptr, ws, pool);
 }
 
 int64_t DeepseekV41::prefix_replay_start(int64_t hit, int64_t replay_from) const {

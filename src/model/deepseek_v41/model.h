@@ -28,6 +28,7 @@
 #include "kernels/cpu/rope.h"
 #include "model/deepseek_v41/engram.h"
 #include "model/deepseek_v41/weights.h"
+#include "model/expert_parallel.h"
 #include "model/moe.h"
 
 namespace gannet {
@@ -109,6 +110,10 @@ class DeepseekV41 {
   // rows kept must then equal the skipping computation bit for bit).
   void set_replay_mask_only(bool on) { replay_mask_only_ = on; }
   int64_t last_kv_source() const { return last_src_; }
+  // Expert parallelism (ModelConfig::ep_size > 1), or null.
+  ExpertParallel* expert_parallel() const { return ep_.get(); }
+  // A forward with no tokens: takes part in every MoE layer's exchange (expert_parallel.h).
+  void forward_idle(ThreadPool* pool) const;
   // The same on any memory: tokens [n] at positions pos0.., the final normalized hidden
   // rows into hidden [n, hidden_size]. pos0 == 0 starts the sequence afresh.
   void forward_seq(const SeqMem& m, const int32_t* tokens, int64_t n, int64_t pos0, float* hidden,
@@ -219,6 +224,7 @@ class DeepseekV41 {
   bool replay_mask_only_ = false;
   int64_t last_src_ = -1;  // the last KV-source layer; later layers are the decoder
   Weights w_;
+  std::unique_ptr<ExpertParallel> ep_;  // before moe_, which points into it
   std::vector<MoeLayer> moe_, dspark_moe_;
   EngramLayout engram_;
   std::vector<int64_t> token_map_;  // token id -> compressed id (Engram)

@@ -1,5 +1,7 @@
 #include "model/deepseek_v41/weights.h"
 
+#include "model/expert_parallel.h"
+
 #include <algorithm>
 #include <set>
 #include <sstream>
@@ -245,7 +247,7 @@ namespace {
 // One block's weights: a backbone layer (i >= 0) or a DSpark stage (i < 0, window only,
 // `experts` routed experts).
 LayerWeights load_layer(const io::DeepseekV41Config& c, const io::Checkpoint& ck, Loader& ld, const std::string& p,
-                        int64_t i, int64_t experts) {
+                        int64_t i, int64_t experts, const ExpertParallel* ep) {
   const int64_t d = c.hidden_size, hc = c.hc_mult, D = c.head_dim, H = c.num_attention_heads;
   const int64_t mix = (2 + hc) * hc;
   LayerWeights lw;
@@ -293,7 +295,11 @@ LayerWeights load_layer(const io::DeepseekV41Config& c, const io::Checkpoint& ck
     e.w2 = ld.lin(s + ".w2.weight", d, inter);
     return e;
   };
-  for (int64_t e = 0; e < experts; ++e) mw.experts.push_back(expert(p + "ffn.experts." + std::to_string(e)));
+  for (int64_t e = 0; e < experts; ++e) {
+    if (i >= 0 && ep && !ep->loads_expert(e)) continue;  // another rank's share
+    mw.experts.push_back(expert(p + "ffn.experts." + std::to_string(e)));
+    if (i >= 0 && ep) mw.expert_ids.push_back(int32_t(e));
+  }
   for (int64_t s = 0; s < c.n_shared_experts; ++s)
     mw.shared.push_back(expert(p + "ffn.shared_experts" + (c.n_shared_experts > 1 ? "." + std::to_string(s) : "")));
   const int64_t ei = i >= 0 ? c.engram_index(i) : -1;
@@ -311,7 +317,7 @@ LayerWeights load_layer(const io::DeepseekV41Config& c, const io::Checkpoint& ck
 
 }  // namespace
 
-Weights load_weights(const io::DeepseekV41Config& c, const io::Checkpoint& ck) {
+Weights load_weights(const io::DeepseekV41Config& c, const io::Checkpoint& ck, const ExpertParallel* ep) {
   Weights W;
   check_names(c, ck, &W.mtp_tensors, &W.has_dspark);
   Loader ld(c, ck);
@@ -319,12 +325,12 @@ Weights load_weights(const io::DeepseekV41Config& c, const io::Checkpoint& ck) {
   W.embed = ld.plain("embed.weight", c.vocab_size, d);
   W.head = ld.plain("head.weight", c.vocab_size, d);
   W.norm = ld.vec("norm.weight", {d});
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) W.layers.push_back(load_layer(c, ck, ld, L(i), i, c.n_routed_experts));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) W.layers.push_back(load_layer(c, ck, ld, L(i), i, c.n_routed_experts, ep));
   if (W.has_dspark) {
     DsparkWeights& ds = W.dspark;
     const int64_t S = c.num_nextn_predict_layers, r = c.dspark_markov_rank;
     for (int64_t k = 0; k < S; ++k)
-      ds.stages.push_back(load_layer(c, ck, ld, "mtp." + std::to_string(k) + ".", -1, c.dspark_n_routed_experts));
+      ds.stages.push_back(load_layer(c, ck, ld, "mtp." + std::to_string(k) + ".", -1, c.dspark_n_routed_experts, nullptr));
     ds.main_proj = ld.lin("mtp.0.main_proj.weight", d, int64_t(c.dspark_target_layer_ids.size()) * d);
     ds.main_norm = ld.vec("mtp.0.main_norm.weight", {d});
     const std::string last = "mtp." + std::to_string(S - 1) + ".";

@@ -15,6 +15,10 @@
 #include "kernels/cpu/packed_weight.h"
 #include "model/moe.h"
 
+namespace gannet::model {
+class ExpertParallel;
+}
+
 namespace gannet::model::deepseek_v41 {
 
 struct MhcSite {
@@ -90,7 +94,9 @@ std::vector<float> load_f32(const io::Checkpoint& ckpt, const std::string& name,
 // in one error), dtypes, shapes and scale shapes. The DSpark tensors are optional as a
 // whole (checkpoints converted without them still serve without speculation); when some
 // are present, all must be.
-Weights load_weights(const io::DeepseekV41Config& cfg, const io::Checkpoint& ckpt);
+// With ep, the backbone's MoE layers load only the routed experts ep->loads_expert()
+// names (MoeWeights::expert_ids); the drafter's stay whole.
+Weights load_weights(const io::DeepseekV41Config& cfg, const io::Checkpoint& ckpt, const ExpertParallel* ep = nullptr);
 
 }  // namespace gannet::model::deepseek_v41
 
