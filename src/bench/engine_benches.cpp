@@ -1,6 +1,8 @@
 #include "core/cpu_budget.h"
 #include "bench/engine_benches.h"
 
+#include "parallel/ep_report.h"
+
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
@@ -361,13 +363,40 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   };
   // The longest prompt: the shared prefix, then every turn's message and recorded answer.
   const int64_t longest = o.shared_prefix_len + o.turns * in_max + (o.turns - 1) * out_max + out_max;
+  std::unique_ptr<Collective> solo;
+  Collective& group = o.group ? *o.group : *(solo = single_rank());
+  const int rank = group.rank(), ranks = group.size();
+  // Each rank's conversations: by the tokens they queue (prompt + output), lowest first.
+  std::vector<int> owner(size_t(convs), 0);
+  {
+    std::vector<int64_t> queued(size_t(ranks), 0);
+    for (int64_t c = 0; c < convs; ++c) {
+      int best = 0;
+      for (int r = 1; r < ranks; ++r)
+        if (queued[size_t(r)] < queued[size_t(best)]) best = r;
+      owner[size_t(c)] = best;
+      int64_t cost = 0;
+      for (int64_t t = 0; t < o.turns; ++t) {
+        const int64_t i = c * o.turns + t;
+        cost += synthetic ? o.shared_prefix_len + spread(o.input_len, in_max, i, 3) + spread(o.output_len, out_max, i, 7)
+                          : int64_t(o.dataset[size_t(c)].first.size() / 4) + o.dataset[size_t(c)].second.max_tokens;
+      }
+      queued[size_t(best)] += std::max<int64_t>(1, cost);
+    }
+  }
+  int64_t mine_convs = 0;
+  for (int64_t c = 0; c < convs; ++c) mine_convs += owner[size_t(c)] == rank;
   engine::Engine eng([&] {
-    EngineArgs a = engine_args(o, o.max_num_seqs > 0 ? o.max_num_seqs : std::min<int64_t>(convs, 256),
+    EngineArgs a = engine_args(o, o.max_num_seqs > 0 ? o.max_num_seqs : std::min<int64_t>(std::max<int64_t>(1, mine_convs), 256),
                                synthetic ? longest : 0, 2048);
     if (!synthetic) a.max_model_len = 0;  // the dataset decides; the model's context applies
     if (!synthetic && o.kv_cache_memory == 0) a.kv_cache_memory = 0;
+    a.expert_parallel = o.expert_parallel;
+    a.ep_redundant_experts = o.ep_redundant_experts;
+    a.eplb_interval = o.eplb_interval;
+    a.eplb_window = o.eplb_window;
     return a;
-  }());
+  }(), o.group);
   eng.set_streaming(false);  // only finished requests are measured
   const int64_t vocab = eng.model().config().vocab_size;
   const std::vector<int32_t> shared = synthetic_prompt(o.shared_prefix_len, -1000003, vocab);
@@ -393,12 +422,14 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
     eng.add_request("t" + std::to_string(i), h, p);
   };
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t c = 0; c < convs; ++c) submit(c, 0);
+  for (int64_t c = 0; c < convs; ++c)
+    if (owner[size_t(c)] == rank) submit(c, 0);
   std::vector<double> ttft, tpot, e2e;
   uint64_t prompt_tokens = 0, output_tokens = 0, cached_tokens = 0;
-  ProgressBar bar(o.quiet_progress ? "" : "throughput");
+  ProgressBar bar(o.quiet_progress || rank > 0 ? "" : "throughput");
   int64_t done = 0;
-  while (eng.has_unfinished()) {
+  const int64_t n_mine = mine_convs * o.turns;
+  while (group.any(eng.has_unfinished())) {
     for (const RequestOutput& out : eng.step()) {
       if (!out.finished) continue;
       ++done;
@@ -415,10 +446,30 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
       const int64_t i = std::stoll(out.request_id.substr(1));
       if (o.turns > 1 && i % o.turns + 1 < o.turns) submit(i / o.turns, i % o.turns + 1);  // the next turn
     }
-    bar.update(uint64_t(done), uint64_t(n), "requests");
+    bar.update(uint64_t(done), uint64_t(ranks > 1 ? n_mine : n), "requests");
   }
   bar.finish();
-  const double secs = seconds(t0, std::chrono::steady_clock::now());
+  double secs = seconds(t0, std::chrono::steady_clock::now());
+  // The job: the slowest rank's time, every rank's tokens and latencies.
+  const nlohmann::json ep = parallel::expert_parallel_report(eng.expert_parallel(), group);
+  int64_t steps = eng.num_steps();
+  double exec_secs = eng.executor_seconds();
+  if (ranks > 1) {
+    int64_t sums[3] = {int64_t(prompt_tokens), int64_t(output_tokens), int64_t(cached_tokens)};
+    group.all_reduce_sum(sums, 3);
+    prompt_tokens = uint64_t(sums[0]), output_tokens = uint64_t(sums[1]), cached_tokens = uint64_t(sums[2]);
+    double mx[3] = {secs, double(steps), -exec_secs};  // the least executor time: the most exposed host time
+    group.all_reduce_max(mx, 3);
+    secs = mx[0], steps = int64_t(mx[1]), exec_secs = -mx[2];
+    const std::vector<std::string> parts = group.gather(nlohmann::json{{"ttft", ttft}, {"tpot", tpot}, {"e2e", e2e}}.dump());
+    if (rank != 0) return Report{};
+    ttft.clear(), tpot.clear(), e2e.clear();
+    for (const std::string& p : parts) {
+      const auto j = nlohmann::json::parse(p);
+      for (auto [k, v] : {std::pair{"ttft", &ttft}, std::pair{"tpot", &tpot}, std::pair{"e2e", &e2e}})
+        for (double x : j[k]) v->push_back(x);
+    }
+  }
   Report rep;
   rep.bench = "throughput";
   rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
@@ -447,8 +498,8 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   row["prompt_tokens"] = prompt_tokens;
   row["output_tokens"] = output_tokens;
   row["requests_per_s"] = double(n) / secs;
-  row["steps"] = eng.num_steps();
-  row["exposed_host_ms_per_step"] = std::max(0.0, secs - eng.executor_seconds()) / double(std::max<int64_t>(1, eng.num_steps())) * 1e3;
+  row["steps"] = steps;
+  row["exposed_host_ms_per_step"] = std::max(0.0, secs - exec_secs) / double(std::max<int64_t>(1, steps)) * 1e3;
   row["output_tokens_per_s"] = double(output_tokens) / secs;
   row["total_tokens_per_s"] = double(prompt_tokens + output_tokens) / secs;
   for (auto [name, v] : {std::pair{"ttft", &ttft}, std::pair{"tpot", &tpot}, std::pair{"e2e", &e2e}})
@@ -478,6 +529,21 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
       row["disk_corrupt"] = ds.corrupt;
       rep.columns.push_back({"disk_hit_blocks", "disk hits", 0});
     }
+  }
+  if (ranks > 1) {
+    rep.meta["ranks"] = ranks;
+    rep.meta["expert_parallel"] = !ep.is_null();
+    row["ranks"] = ranks;
+    rep.columns.insert(rep.columns.begin() + 1, {"ranks", "ranks", 0});
+  }
+  if (!ep.is_null()) {
+    for (auto it = ep.begin(); it != ep.end(); ++it) row["ep_" + it.key()] = it.value();
+    rep.meta["ep_redundant_experts"] = o.ep_redundant_experts;
+    rep.meta["eplb_interval"] = o.eplb_interval;
+    rep.columns.insert(rep.columns.end(), {{"ep_rank_load_max_over_mean", "rank load max/mean", 3},
+                                           {"ep_rank_load_max_over_mean_recent", "since EPLB", 3},
+                                           {"ep_bytes_per_step_per_rank", "a2a B/step/rank", 0},
+                                           {"ep_all_to_all_ms_per_layer", "a2a ms/layer", 3}});
   }
   rep.rows.push_back(row);
   return rep;

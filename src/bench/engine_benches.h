@@ -10,6 +10,7 @@
 
 #include "bench/report.h"
 #include "bench/roofline.h"
+#include "core/collective.h"
 #include "gannet/sampling_params.h"
 
 namespace gannet::bench {
@@ -69,6 +70,12 @@ struct ThroughputOptions : EngineBenchOptions {
   // prompt is turn t-1's prompt, a recorded answer (output_len tokens, not the model's)
   // and a new user message (input_len tokens), sent when turn t-1 has finished.
   int64_t turns = 1;
+  // One rank of an mpirun job (null: a job of its own): every rank runs this bench with
+  // its share of the requests (by queued tokens) and rank 0 reports the whole job, with
+  // expert parallelism's figures when it is on. EngineArgs::expert_parallel and EPLB's.
+  Collective* group = nullptr;
+  int expert_parallel = -1;
+  int64_t ep_redundant_experts = 0, eplb_interval = 0, eplb_window = 0;
 };
 
 Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline);

@@ -9,6 +9,8 @@
 #include "bench/roofline.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "parallel/data_parallel.h"
+#include "parallel/mpi_world.h"
 #include "server/request_json.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -97,11 +99,13 @@ int cmd_bench(const Args& args) {
            "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max",
            "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
            "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens", "max-num-seqs",
-           "shared-prefix-len", "turns", "prefix-cache-dir"},
+           "shared-prefix-len", "turns", "prefix-cache-dir", "expert-parallel", "ep-redundant-experts", "eplb-interval",
+           "eplb-window", "dp", "mpi-timeout"},
           {"remeasure", "help", "force-accept", "no-prefix-caching", "enable-prefix-caching"});
   if (f.has("force-accept") && which != "decode") throw UsageError("--force-accept applies to bench decode only");
   for (const char* flag : {"max-num-seqs", "shared-prefix-len", "turns", "no-prefix-caching", "enable-prefix-caching",
-                           "prefix-cache-dir"})
+                           "prefix-cache-dir", "expert-parallel", "ep-redundant-experts", "eplb-interval", "eplb-window",
+                           "dp", "mpi-timeout"})
     if (f.has(flag) && which != "throughput")
       throw UsageError(std::string("--") + flag + " applies to bench throughput only");
   if (f.has("no-prefix-caching") && f.has("enable-prefix-caching"))
@@ -135,7 +139,10 @@ int cmd_bench(const Args& args) {
     }
     return 0;
   }
-  const int threads = int(f.get_int_in("threads", usable_cpus(), 1, 1024));
+  const parallel::World& job = parallel::world();
+  if (job.size > 1 && which != "throughput")
+    throw UsageError("bench " + which + " measures one engine; only bench throughput runs as ranks of an mpirun job");
+  const int threads = int(f.get_int_in("threads", std::max(1, usable_cpus() / job.local_size), 1, 1024));
   auto progress = [](const std::string& stage) { std::fprintf(stderr, "roofline: measuring %s...\n", stage.c_str()); };
   auto roofline = [&] {
     if (f.has("remeasure") || which == "roofline") {
@@ -258,7 +265,32 @@ int cmd_bench(const Args& args) {
       }
       if (o.dataset.empty()) throw Error(*d + ": no requests");
     }
-    emit(bench::run_throughput_bench(o, roofline()), f);
+    std::unique_ptr<Collective> group;
+    if (job.size > 1) {
+      EngineArgs ea;
+      const auto dp = f.get("dp"), tmo = f.get("mpi-timeout");
+      try {
+        parallel::apply_job_options(dp ? &*dp : nullptr, tmo ? &*tmo : nullptr, ea);
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
+      group = parallel::world_collective();
+      o.group = group.get();
+      if (job.rank > 0) o.quiet_progress = true;
+    }
+    if (auto a = f.get("expert-parallel")) {
+      try {
+        o.expert_parallel = parse_on_off("--expert-parallel", *a) ? 1 : 0;
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
+    }
+    o.ep_redundant_experts = f.get_int_in("ep-redundant-experts", 0, 0, 1 << 16);
+    o.eplb_interval = f.get_int_in("eplb-interval", 0, 0, int64_t(1) << 40);
+    o.eplb_window = f.get_int_in("eplb-window", 0, 0, int64_t(1) << 40);
+    // Rank 0 measures the machine and reports; the others only run their share.
+    const bench::Report rep = bench::run_throughput_bench(o, job.rank == 0 ? roofline() : bench::Roofline{});
+    if (job.rank == 0) emit(rep, f);
     return 0;
   }
   throw UsageError("unknown bench '" + which + "' (roofline, decode, prefill, throughput)");

@@ -13,6 +13,7 @@
 #include "core/progress_bar.h"
 #include "engine/engine.h"
 #include "parallel/data_parallel.h"
+#include "parallel/ep_report.h"
 #include "parallel/mpi_world.h"
 
 namespace gannet::cli {
@@ -263,6 +264,7 @@ int cmd_generate(const Args& args) {
     }
     printed[std::to_string(i)] = out;
   }
+  const nlohmann::json ep = parallel::expert_parallel_report(eng.expert_parallel(), *group);
   int64_t totals[6] = {failures, spec_steps, spec_drafted, spec_accepted, int64_t(gen_tokens), int64_t(done)};
   int64_t preemptions = eng.scheduler().num_preemptions(), steps = eng.num_steps();
   if (ranks > 1) {
@@ -293,6 +295,14 @@ int cmd_generate(const Args& args) {
   std::fprintf(stderr, "[%zu requests, %llu tokens generated in %.2f s (%.1f tok/s), %lld steps, %lld preemptions%s]\n",
                done, (unsigned long long)gen_tokens, secs, double(gen_tokens) / std::max(secs, 1e-9), (long long)steps,
                (long long)preemptions, ranks > 1 ? (", " + std::to_string(ranks) + " ranks").c_str() : "");
+  if (!ep.is_null())
+    std::fprintf(stderr,
+                 "[expert parallel: %d ranks, rank load max/mean %.3f (%.3f since the last rebalance), expert load "
+                 "max/mean %.2f, %.0f bytes per step and rank, %.3f ms all-to-all per layer, %lld rebalances moving %s]\n",
+                 ep["ranks"].get<int>(), ep["rank_load_max_over_mean"].get<double>(),
+                 ep["rank_load_max_over_mean_recent"].get<double>(), ep["expert_load_max_over_mean"].get<double>(),
+                 ep["bytes_per_step_per_rank"].get<double>(), ep["all_to_all_ms_per_layer"].get<double>(),
+                 (long long)ep["rebalances"].get<int64_t>(), format_bytes(ep["weight_bytes_moved"].get<uint64_t>()).c_str());
   if (spec_steps > 0)
     std::fprintf(stderr, "[speculative: %lld drafts, %lld accepted (%.1f%%), mean acceptance length %.2f]\n",
                  (long long)spec_drafted, (long long)spec_accepted,

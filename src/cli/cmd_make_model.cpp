@@ -27,11 +27,13 @@ const char* kUsage =
     "--arch deepseek_v41 --preset tiny|small writes DeepSeek-V4.1 in its released formats (FP8\n"
     "linears with E8M0 32x32 scales, MXFP4 experts, FP8 Engram table; tiny = the spec's test\n"
     "config, small = ~1.3 B parameters for benchmarks), without a tokenizer: prompts are token\n"
-    "ids. --config-overrides then applies to text_config; --dtype and --shard-size do not apply.\n";
+    "ids. --config-overrides then applies to text_config; --dtype and --shard-size do not apply.\n"
+    "--router-skew S (deepseek_v41) raises the routers' selection bias of expert e by S * (E-1-e)/(E-1):\n"
+    "a skewed workload for expert load balancing (EPLB).\n";
 }  // namespace
 
 int cmd_make_model(const Args& args) {
-  Flags f(args, {"arch", "preset", "seed", "out", "dtype", "shard-size", "config-overrides"}, {"help"});
+  Flags f(args, {"arch", "preset", "seed", "out", "dtype", "shard-size", "config-overrides", "router-skew"}, {"help"});
   if (f.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;
@@ -46,15 +48,19 @@ int cmd_make_model(const Args& args) {
       throw UsageError("--preset must be tiny or small for deepseek_v41, got '" + preset + "'");
     const int64_t seed = f.get_int("seed", 0);
     if (seed < 0) throw UsageError("--seed must be >= 0");
+    const double skew = f.get_double("router-skew", 0.0);
+    if (!(skew >= 0 && skew <= 100)) throw UsageError("--router-skew must be in [0, 100]");
     const std::string out = f.require("out");
     ProgressBar bar("writing " + out, /*unit_bytes=*/true);
     model::deepseek_v41::write_random_deepseek_v41(preset, uint64_t(seed), f.get_or("config-overrides", ""), out,
-                                                   [&](uint64_t done, uint64_t total) { bar.update(done, total); });
+                                                   [&](uint64_t done, uint64_t total) { bar.update(done, total); },
+                                                   float(skew));
     bar.finish();
     std::fprintf(stderr, "wrote %s (DeepseekV41ForCausalLM, preset %s, seed %lld)\n", out.c_str(), preset.c_str(),
                  (long long)seed);
     return 0;
   }
+  if (f.has("router-skew")) throw UsageError("--router-skew applies to --arch deepseek_v41 (the MoE preset)");
   opt.preset = f.get_or("preset", "tiny");
   int64_t seed = f.get_int("seed", 0);
   if (seed < 0) throw UsageError("--seed must be >= 0");

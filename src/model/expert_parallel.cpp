@@ -37,6 +37,7 @@ ExpertParallel::ExpertParallel(int rank, int ranks, int64_t n_experts, int64_t n
   }
   stats_.rows_sent.assign(size_t(n_layers), 0);
   stats_.rows_computed.assign(size_t(n_layers), 0);
+  stats_.rows_computed_since.assign(size_t(n_layers), 0);
   stats_.exchange_seconds.assign(size_t(n_layers), 0.0);
 }
 
@@ -89,11 +90,16 @@ void ExpertParallel::count_load(int64_t layer, const int32_t* ids, int64_t n) {
   for (int64_t i = 0; i < n; ++i) ++w[ids[i]];
 }
 
-std::vector<int64_t> ExpertParallel::global_window_load(int64_t layer) {
+std::vector<int64_t> ExpertParallel::window_load(int64_t layer) const {
   const Layer& L = layers_[size_t(layer)];
   std::vector<int64_t> load(size_t(n_experts_), 0);
   for (int64_t k = 0; k < opt_.eplb_window; ++k)
     for (int64_t e = 0; e < n_experts_; ++e) load[size_t(e)] += L.window[size_t(k * n_experts_ + e)];
+  return load;
+}
+
+std::vector<int64_t> ExpertParallel::global_window_load(int64_t layer) {
+  std::vector<int64_t> load = window_load(layer);
   comm_->all_reduce_sum(load.data(), n_experts_);
   return load;
 }
@@ -215,6 +221,7 @@ void ExpertParallel::rebalance_now() {
     L.own = std::move(own);
   }
   ++stats_.rebalances;
+  std::fill(stats_.rows_computed_since.begin(), stats_.rows_computed_since.end(), int64_t(0));
   stats_.rebalance_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

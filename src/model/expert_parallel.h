@@ -34,6 +34,7 @@ struct ExpertParallelOptions {
 struct ExpertParallelStats {
   int64_t forwards = 0, rebalances = 0;
   std::vector<int64_t> rows_sent, rows_computed;  // [layers]: (token, expert) rows
+  std::vector<int64_t> rows_computed_since;      // [layers]: since the last rebalance
   std::vector<double> exchange_seconds;          // [layers]: time in the all-to-alls
   uint64_t bytes_sent = 0, bytes_received = 0;   // all-to-all payloads, this rank
   uint64_t weight_bytes_moved = 0;               // sent by rebalances
@@ -76,6 +77,8 @@ class ExpertParallel {
   void rebalance_now();
   // The last window's loads of a layer summed over all ranks ([n_experts]); collective.
   std::vector<int64_t> global_window_load(int64_t layer);
+  // This rank's share of it (no communication).
+  std::vector<int64_t> window_load(int64_t layer) const;
 
   ExpertParallelStats& stats() { return stats_; }
   const ExpertParallelStats& stats() const { return stats_; }

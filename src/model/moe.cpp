@@ -416,6 +416,7 @@ void MoeLayer::forward_ep(Isa isa, const float* x, int64_t n_tokens, float* y, M
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.rows_sent[size_t(ep_layer_)] += T * K;
   st.rows_computed[size_t(ep_layer_)] += R;
+  st.rows_computed_since[size_t(ep_layer_)] += R;
   for (int p = 0; p < P; ++p)
     if (p != me) st.bytes_sent += uint64_t(ws.send_b_[size_t(p)]), st.bytes_received += uint64_t(ws.recv_b_[size_t(p)]);
 

@@ -103,7 +103,8 @@ struct Tensor {
 }  // namespace
 
 void write_random_deepseek_v41(const std::string& preset, uint64_t seed, const std::string& config_overrides,
-                               const std::string& out_dir, const std::function<void(uint64_t, uint64_t)>& progress) {
+                               const std::string& out_dir, const std::function<void(uint64_t, uint64_t)>& progress,
+                               float router_skew) {
   ordered_json t = text_config(preset);
   if (!config_overrides.empty()) {
     ordered_json o;
@@ -213,8 +214,12 @@ void write_random_deepseek_v41(const std::string& preset, uint64_t seed, const s
       else if (ends("gate.bias") || ends("gate.bias_vl")) std = 0.5f;
       else if (ends("q_weight") || ends("k_weight")) mean = 1.0f, std = 0.1f;
       else if (p.shape.size() == 2) std = 1.0f / std::sqrt(float(p.shape[1]));
+      // A skewed router (load-balancing experiments): the backbone's selection biases rise
+      // linearly toward expert 0 by up to router_skew, so low-numbered experts run hot.
+      const bool skew = router_skew != 0.0f && ends("ffn.gate.bias") && name.rfind("mtp.", 0) != 0 && numel > 1;
       for (int64_t i = 0; i < numel; ++i) {
-        const float x = random_tensor_value(key, i, mean, std);
+        float x = random_tensor_value(key, i, mean, std);
+        if (skew) x = x + router_skew * float(numel - 1 - i) / float(numel - 1);
         if (p.dtype == DType::F32) std::memcpy(out.bytes.data() + 4 * i, &x, 4);
         else {
           const uint16_t h = f32_to_bf16(x);
