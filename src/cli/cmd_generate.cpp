@@ -297,7 +297,7 @@ int cmd_generate(const Args& args) {
                (long long)preemptions, ranks > 1 ? (", " + std::to_string(ranks) + " ranks").c_str() : "");
   if (!ep.is_null())
     std::fprintf(stderr,
-                 "[expert parallel: %d ranks, rank load max/mean %.3f (%.3f since the last rebalance), expert load "
+                 "[expert parallel: %d ranks, rank load max/mean %.3f (%.3f from the first rebalance on), expert load "
                  "max/mean %.2f, %.0f bytes per step and rank, %.3f ms all-to-all per layer, %lld rebalances moving %s]\n",
                  ep["ranks"].get<int>(), ep["rank_load_max_over_mean"].get<double>(),
                  ep["rank_load_max_over_mean_recent"].get<double>(), ep["expert_load_max_over_mean"].get<double>(),

@@ -220,8 +220,9 @@ void ExpertParallel::rebalance_now() {
     L.w = std::move(w);
     L.own = std::move(own);
   }
+  if (stats_.rebalances == 0)  // the balance EPLB reaches: counted from its first placement on
+    std::fill(stats_.rows_computed_since.begin(), stats_.rows_computed_since.end(), int64_t(0));
   ++stats_.rebalances;
-  std::fill(stats_.rows_computed_since.begin(), stats_.rows_computed_since.end(), int64_t(0));
   stats_.rebalance_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -34,7 +34,7 @@ struct ExpertParallelOptions {
 struct ExpertParallelStats {
   int64_t forwards = 0, rebalances = 0;
   std::vector<int64_t> rows_sent, rows_computed;  // [layers]: (token, expert) rows
-  std::vector<int64_t> rows_computed_since;      // [layers]: since the last rebalance
+  std::vector<int64_t> rows_computed_since;      // [layers]: since the first rebalance
   std::vector<double> exchange_seconds;          // [layers]: time in the all-to-alls
   uint64_t bytes_sent = 0, bytes_received = 0;   // all-to-all payloads, this rank
   uint64_t weight_bytes_moved = 0;               // sent by rebalances

@@ -14,7 +14,8 @@ namespace gannet::parallel {
 //   ranks, slots_per_rank, forwards, rebalances, weight_bytes_moved,
 //   rows_computed [ranks]             (token, expert) rows each rank's experts computed
 //   rank_load_max_over_mean           max / mean of those (1 = even)
-//   rank_load_max_over_mean_recent    the same since the last rebalance
+//   rank_load_max_over_mean_recent    the same from the first rebalance on (all of it
+//                                     without EPLB)
 //   expert_load_max_over_mean         max / mean tokens per expert over the last window
 //                                     (the workload's skew, averaged over the layers)
 //   bytes_per_step_per_rank           all-to-all payload sent + received per forward

@@ -212,3 +212,41 @@ TEST(ModelConfig, RejectsBadConfigs) {
   EXPECT_NE(err(R"({"architectures":["X"],"hidden_size":64,"intermediate_size":1,"num_hidden_layers":1,)"
                 R"("num_attention_heads":4,"vocab_size":5,"rope_scaling":{"type":"weird"}})").find("weird"), std::string::npos);
 }
+
+// Expert parallelism's sharded loading: a rank maps only the tensors its filter keeps
+// (and reads the header without mapping the file); the others are listed but refused.
+TEST(Checkpoint, KeepMapsOnlyTheChosenTensors) {
+  fs::path d = temp_dir("keep");
+  io::SafetensorsWriter w;
+  const char* names[] = {"embed", "layers.0.ffn.experts.0.w1", "layers.0.ffn.experts.1.w1", "layers.0.ffn.experts.2.w1",
+                         "norm"};
+  for (int i = 0; i < 5; ++i)
+    w.add(names[i], DType::F32, {1024}, [i](uint8_t* b, int64_t off, int64_t n) {
+      for (int64_t k = 0; k < n; ++k) {
+        const float v = float(i * 10000 + off + k);
+        std::memcpy(b + 4 * k, &v, 4);
+      }
+    });
+  w.write((d / "model.safetensors").string());
+  const io::Checkpoint all(d.string());
+  EXPECT_EQ(all.mapped_bytes(), fs::file_size(d / "model.safetensors"));
+  auto keep = [](const std::string& n) { return n.find(".experts.1.") == std::string::npos; };
+  const io::Checkpoint part(d.string(), nullptr, keep);
+  EXPECT_EQ(part.total_bytes(), all.total_bytes());  // every tensor is still listed
+  EXPECT_EQ(part.mapped_bytes(), 4u * 4096u);         // four of the five, no header
+  EXPECT_TRUE(part.has("layers.0.ffn.experts.1.w1"));
+  EXPECT_EQ(part.find("layers.0.ffn.experts.1.w1").data, nullptr);
+  try {
+    part.get("layers.0.ffn.experts.1.w1");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not mapped by this rank"), std::string::npos) << e.what();
+  }
+  for (int i : {0, 1, 3, 4}) {
+    const io::TensorRef a = part.get(names[i]), b = all.get(names[i]);
+    ASSERT_NE(a.data, nullptr);
+    EXPECT_EQ(std::memcmp(a.data, b.data, 4096), 0) << names[i];
+  }
+  part.prefault();
+  fs::remove_all(d);
+}
