@@ -2,6 +2,8 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "parallel/data_parallel.h"
+#include "parallel/mpi_world.h"
 #include "core/error.h"
 #include "server/http_server.h"
 
@@ -53,7 +55,11 @@ int cmd_serve(const Args& args) {
   o.max_body_bytes = size_t(f.get_int_in("max-body-bytes", int64_t(o.max_body_bytes), 1024, int64_t(1) << 32));
   o.http_threads = int(f.get_int_in("http-threads", o.http_threads, 1, 65536));
   apply_engine_flags(f, ea);
-  return server::serve(ea, o);
+  const auto dp = f.get("dp"), tmo = f.get("mpi-timeout");
+  parallel::apply_job_options(dp ? &*dp : nullptr, tmo ? &*tmo : nullptr, ea);
+  std::unique_ptr<Collective> group;
+  if (parallel::world().size > 1) group = parallel::world_collective();
+  return server::serve(ea, o, group.get());
 }
 
 }  // namespace gannet::cli

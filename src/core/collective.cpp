@@ -21,6 +21,7 @@ class SingleRank final : public Collective {
     if (send_bytes[0] > 0 && send != recv) std::memmove(recv, send, size_t(send_bytes[0]));
   }
   std::string broadcast(const std::string& text) override { return text; }
+  std::string broadcast_wait(const std::string& text) override { return text; }
   std::vector<std::string> gather(const std::string& text) override { return {text}; }
   void exchange(const std::vector<Transfer>& sends, const std::vector<Transfer>& recvs) override {
     GANNET_CHECK(sends.size() == recvs.size(), "exchange with oneself: ", sends.size(), " sends, ", recvs.size(),

@@ -33,6 +33,9 @@ class Collective {
   virtual void all_to_all_v(const void* send, const int64_t* send_bytes, void* recv, const int64_t* recv_bytes) = 0;
   // Rank 0's text, on every rank.
   virtual std::string broadcast(const std::string& text) = 0;
+  // The same without the timeout: for ranks that idle until rank 0 has work for them (a
+  // server between requests).
+  virtual std::string broadcast_wait(const std::string& text) = 0;
   // Every rank's text, in rank order, on rank 0 (empty elsewhere).
   virtual std::vector<std::string> gather(const std::string& text) = 0;
   // Point to point: every send and receive at once; the k-th send from a to b matches

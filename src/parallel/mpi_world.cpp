@@ -45,7 +45,7 @@ bool launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") || std::g
 // Polls a request until it completes: spins briefly (loopback exchanges take
 // microseconds), then yields and sleeps so that oversubscribed ranks leave the cores to
 // the ranks doing work.
-void wait(MPI_Request* req, const char* op, int rank) {
+void wait(MPI_Request* req, const char* op, int rank, bool forever = false) {
   int done = 0;
   for (int i = 0; i < 2000 && !done; ++i) MPI_Test(req, &done, MPI_STATUS_IGNORE);
   if (done) return;
@@ -54,11 +54,12 @@ void wait(MPI_Request* req, const char* op, int rank) {
   while (!done) {
     MPI_Test(req, &done, MPI_STATUS_IGNORE);
     if (done) break;
-    if (++polls % 64 == 0 &&
+    if (++polls % 64 == 0 && !forever &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > g_timeout)
       timed_out(op, rank);
     if (polls < 1000) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else if (polls < 20000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else std::this_thread::sleep_for(std::chrono::milliseconds(1));  // idle: a millisecond late at most
   }
 }
 
@@ -124,11 +125,13 @@ class MpiCollective final : public Collective {
     MPI_Ialltoallv(send, sc_.data(), sd_.data(), MPI_BYTE, recv, rc_.data(), rd_.data(), MPI_BYTE, comm_, &r);
     wait(&r, "an all-to-all-v", rank_);
   }
-  std::string broadcast(const std::string& text) override {
+  std::string broadcast(const std::string& text) override { return bcast(text, false); }
+  std::string broadcast_wait(const std::string& text) override { return bcast(text, true); }
+  std::string bcast(const std::string& text, bool forever) {
     int64_t n = int64_t(text.size());
     MPI_Request r;
     MPI_Ibcast(&n, 1, MPI_INT64_T, 0, comm_, &r);
-    wait(&r, "a broadcast", rank_);
+    wait(&r, "a broadcast", rank_, forever);
     std::string out = rank_ == 0 ? text : std::string(size_t(n), '\0');
     MPI_Ibcast(out.data(), as_count(n, "broadcast"), MPI_BYTE, 0, comm_, &r);
     wait(&r, "a broadcast", rank_);

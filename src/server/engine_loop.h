@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/collective.h"
 #include "engine/engine.h"
 #include "gannet/request_output.h"
 #include "gannet/sampling_params.h"
@@ -69,7 +71,10 @@ class EngineLoop {
  public:
   // kMaxQueued: outputs a stream may hold unread before its request is aborted.
   static constexpr size_t kMaxQueued = 4096;
-  explicit EngineLoop(std::unique_ptr<engine::Engine> engine);
+  // group (several ranks): this is rank 0 of a data-parallel server; requests go to the
+  // rank with the fewest queued tokens, whose engine runs them (run_worker() there) and
+  // sends the outputs back each step.
+  explicit EngineLoop(std::unique_ptr<engine::Engine> engine, Collective* group = nullptr);
   ~EngineLoop();  // stops the thread (requests still running are aborted)
 
   // Queues a request (prompt text, or token ids when `ids` is non-empty). Bad parameters
@@ -79,9 +84,18 @@ class EngineLoop {
   void abort(const std::string& id);
   LoopStats stats() const;
   const engine::Engine& engine() const { return *engine_; }
+  // A rank > 0 of a data-parallel server: runs the requests rank 0 sends until it stops.
+  static void run_worker(engine::Engine& engine, Collective& group);
 
  private:
   void run();
+  void run_group();  // rank 0 of a data-parallel server
+  struct Timing;
+  // Hands one step output to its stream, with the latency histograms and token counts;
+  // a stream whose client stopped reading goes to too_slow instead. Returns whether the
+  // request finished.
+  bool deliver(RequestOutput& o, std::map<std::string, std::shared_ptr<OutputStream>>& streams,
+               std::map<std::string, Timing>& timing, double now, std::vector<std::string>& too_slow);
   void update_gauges(size_t running);  // with mu_ held, on the engine thread
   struct Pending {
     std::string id, prompt;
@@ -95,6 +109,7 @@ class EngineLoop {
     double submitted = 0, last_token = 0;
   };
   std::unique_ptr<engine::Engine> engine_;
+  Collective* group_ = nullptr;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Pending> pending_;

@@ -79,8 +79,8 @@ std::optional<ojson> parse_body(const httplib::Request& req, httplib::Response& 
 
 class Server {
  public:
-  Server(std::unique_ptr<engine::Engine> engine, ServerOptions o, ChatFormat chat)
-      : o_(std::move(o)), loop_(std::move(engine)), chat_(std::move(chat)),
+  Server(std::unique_ptr<engine::Engine> engine, ServerOptions o, ChatFormat chat, Collective* group)
+      : o_(std::move(o)), loop_(std::move(engine), group), chat_(std::move(chat)),
         fingerprint_(std::string("gannet-") + GANNET_GIT_REVISION + "-" + kernel_path_name()) {}
 
   int run();
@@ -627,7 +627,16 @@ extern "C" void on_signal(int) {
 
 }  // namespace
 
-int serve(const EngineArgs& engine_args, const ServerOptions& options) {
+int serve(const EngineArgs& engine_args, const ServerOptions& options, Collective* group) {
+  if (group && group->rank() > 0) {
+    // A worker rank: no HTTP; it runs what rank 0 hands it until rank 0 stops. mpirun
+    // passes Ctrl-C / SIGTERM to every rank; rank 0 alone decides when the job ends.
+    engine::Engine eng(engine_args, group);
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
+    EngineLoop::run_worker(eng, *group);
+    return 0;
+  }
   ServerOptions o = options;
   if (o.served_model_name.empty()) {
     std::filesystem::path p = std::filesystem::path(engine_args.model).lexically_normal();
@@ -636,7 +645,7 @@ int serve(const EngineArgs& engine_args, const ServerOptions& options) {
   }
   if (o.served_model_name.empty()) o.served_model_name = engine_args.model;
   ChatFormat chat = ChatFormat::load(engine_args.model, o.chat_template);
-  Server server(std::make_unique<engine::Engine>(engine_args), o, std::move(chat));
+  Server server(std::make_unique<engine::Engine>(engine_args, group), o, std::move(chat), group);
   g_server = &server;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "core/collective.h"
 #include "gannet/engine_args.h"
 
 namespace gannet::server {
@@ -26,6 +27,8 @@ struct ServerOptions {
 
 // Loads the model and serves until SIGINT/SIGTERM. Prints "listening on http://HOST:PORT"
 // on stdout once it accepts connections. Returns the process exit status.
-int serve(const EngineArgs& engine_args, const ServerOptions& options);
+// group (an mpirun job of several ranks): rank 0 serves HTTP and shares the requests out
+// by queued tokens; the other ranks run their share (data parallel, engine_loop.h).
+int serve(const EngineArgs& engine_args, const ServerOptions& options, Collective* group = nullptr);
 
 }  // namespace gannet::server

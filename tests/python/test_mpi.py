@@ -162,3 +162,78 @@ def test_bench_throughput_reports_the_job(tmp_path, skewed):
     assert row["ep_bytes_per_step_per_rank"] > 0 and row["ep_all_to_all_ms_per_layer"] > 0
     assert len(row["ep_rows_computed"]) == 2
     assert "rank load max/mean" in r.stdout
+
+
+class MpiServer:
+    """`mpirun -np N gannet serve` on a free port; rank 0 answers HTTP."""
+
+    def __init__(self, np, model, *extra):
+        import openai
+        self.proc = subprocess.Popen(["bash", MPIRUN, "-np", str(np), gannet_bin(), "serve", "--model", str(model),
+                                      "--port", "0", "--threads", "1", *extra],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line, deadline = "", time.time() + 90
+        while "listening on" not in line:
+            line = self.proc.stdout.readline()
+            if not line and (self.proc.poll() is not None or time.time() > deadline):
+                raise AssertionError("server did not start: " + self.proc.stderr.read())
+        self.url = line.strip().split("listening on ")[1]
+        self.client = openai.OpenAI(base_url=self.url + "/v1", api_key="x", max_retries=0, timeout=120)
+
+    def metrics(self):
+        import urllib.request
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
+            return r.read().decode()
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError("the MPI server did not stop on SIGTERM")
+
+
+def reference(model, prompt, **params):
+    line = json.dumps({"prompt_token_ids" if isinstance(prompt, list) else "prompt": prompt, **params})
+    p = subprocess.run([gannet_bin(), "generate", "--model", str(model), "--prompts", "/dev/stdin", "--json"],
+                       input=line + "\n", capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("which", ["llama", "v41"])
+def test_data_parallel_server_equals_generate(which, tiny_models):
+    """Concurrent requests, streamed and not, spread over the ranks (expert parallel for
+    DeepSeek-V4.1): each answer equals one process's `generate`."""
+    import concurrent.futures
+    model = tiny_models["llama"] if which == "llama" else TINY
+    name = model.name
+    prompts = (["The quick brown fox", "Hello there", "One two three four five six", "Numbers: 1 2 3"]
+               if which == "llama" else [[5, 9, 11], [100, 7, 3, 8, 20], [42] * 9, [1, 2, 3, 4, 5, 6, 7]])
+    params = [{"max_tokens": 8, "temperature": 0}, {"max_tokens": 7, "temperature": 0.8, "seed": 3},
+              {"max_tokens": 6, "temperature": 0}, {"max_tokens": 9, "temperature": 1.0, "top_p": 0.9, "seed": 11}]
+    for p in params:
+        p["logprobs"] = 0  # the chosen tokens' logprobs: the same bits, and tokens even without text
+    s = MpiServer(2, model)
+    try:
+        def ask(i):
+            if i % 2 == 0:
+                r = s.client.completions.create(model=name, prompt=prompts[i], **params[i])
+                return r.choices[0].text, r.usage.completion_tokens, r.choices[0].logprobs.token_logprobs
+            chunks = list(s.client.completions.create(model=name, prompt=prompts[i], stream=True, **params[i]))
+            text = "".join(c.choices[0].text for c in chunks if c.choices)
+            lps = [x for c in chunks if c.choices and c.choices[0].logprobs for x in c.choices[0].logprobs.token_logprobs]
+            return text, None, lps
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(ask, range(4)))
+        for i, (text, used, lps) in enumerate(got):
+            ref = reference(model, prompts[i], **params[i])
+            assert text == ref["text"], (i, text, ref)
+            assert lps == [x["logprob"] for x in ref["logprobs"]], i
+            if used is not None:
+                assert used == len(ref["token_ids"])
+        m = s.metrics()
+        assert "gannet_requests_total 4" in m
+    finally:
+        assert s.stop() is not None
