@@ -36,8 +36,10 @@ int main_dispatch(int argc, char** argv) {
   // Under mpirun, every rank runs the same command (parallel/mpi_world.h); a failure on
   // any rank ends the whole job, naming the rank, instead of leaving the others waiting.
   std::string who;
-  auto end = [&](int code) {
-    if (parallel::world().size > 1 && code != 0) parallel::abort_world(code);
+  // A command that returns (whatever its exit code, e.g. 1 for bad input lines) ends with
+  // the others; one that throws ends the job.
+  auto end = [&](int code, bool failed) {
+    if (parallel::world().size > 1 && failed) parallel::abort_world(code);
     parallel::finalize_world();
     return code;
   };
@@ -54,14 +56,14 @@ int main_dispatch(int argc, char** argv) {
     else if (cmd == "serve") rc = cmd_serve(args);
     else if (cmd == "tokenize") rc = cmd_tokenize(args);
     else std::fprintf(stderr, "gannet: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
-    return end(rc);
+    return end(rc, false);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "gannet %s%s: %s\n(run `gannet %s --help` for usage)\n", cmd.c_str(), who.c_str(),
                  e.what(), cmd.c_str());
-    return end(2);
+    return end(2, true);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gannet %s%s: error: %s\n", cmd.c_str(), who.c_str(), e.what());
-    return end(1);
+    return end(1, true);
   }
 }
 
