@@ -391,6 +391,7 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
                                synthetic ? longest : 0, 2048);
     if (!synthetic) a.max_model_len = 0;  // the dataset decides; the model's context applies
     if (!synthetic && o.kv_cache_memory == 0) a.kv_cache_memory = 0;
+    if (ranks > 1 && !a.prefix_cache_dir.empty()) a.prefix_cache_dir += "/rank" + std::to_string(rank);  // its own blocks
     a.expert_parallel = o.expert_parallel;
     a.ep_redundant_experts = o.ep_redundant_experts;
     a.eplb_interval = o.eplb_interval;

@@ -38,6 +38,8 @@ void apply_job_options(const std::string* dp, const std::string* mpi_timeout, En
     if (mpi_timeout->empty() || *end || !(v > 0)) fail("--mpi-timeout expects seconds > 0, got '", *mpi_timeout, "'");
     set_collective_timeout(v);
   }
+  // Each rank's prefix-cache disk tier in its own directory (its blocks are its engine's).
+  if (w.size > 1 && !ea.prefix_cache_dir.empty()) ea.prefix_cache_dir += "/rank" + std::to_string(w.rank);
   // Rank 0 reports; the others would repeat it.
   if (w.rank > 0) ea.quiet = true;
   // The cores of this machine are shared by its ranks.

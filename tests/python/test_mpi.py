@@ -69,6 +69,9 @@ def test_v41_data_and_expert_parallel_equal_one_process(tmp_path):
             assert f"expert parallel over {np} ranks" in r.stderr
             assert f"[expert parallel: {np} ranks" in r.stderr
         assert f"{np} ranks]" in r.stderr
+    # Speculative decoding: DSpark's drafter (its experts on every rank) and n-gram drafts.
+    for spec in (["--speculative", "dspark", "--num-speculative-tokens", "3"], ["--speculative", "ngram"]):
+        assert mpirun(2, base + spec, rc=1).stdout == single(base + spec, rc=1).stdout, spec
 
 
 def test_each_rank_maps_only_its_experts():
