@@ -4,7 +4,13 @@
 // weights shuffled between ranks); with a skewed router the rebalance evens the ranks'
 // load. One rank has no tokens (it takes part in the exchanges all the same), and a forward
 // where no rank has tokens still completes. Prints "ok" on rank 0 and exits 0 when all hold.
+//
+// test_mpi_moe --timeout-case: rank 1 stops answering (sleeps), and rank 0's collective
+// must end the job after the 2-second timeout, naming what it waited for (tests/python).
 #include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -146,6 +152,13 @@ int main(int argc, char** argv) {
     parallel::set_collective_timeout(120);
     std::unique_ptr<Collective> comm = parallel::world_collective();
     g_rank = comm->rank();
+    if (argc > 1 && std::string(argv[1]) == "--timeout-case") {
+      parallel::set_collective_timeout(2);
+      if (g_rank == 1) std::this_thread::sleep_for(std::chrono::seconds(60));
+      else comm->any(true);
+      std::fprintf(stderr, "rank %d: the collective returned without rank 1\n", g_rank);
+      return 1;
+    }
     if (comm->size() < 2) {
       std::fprintf(stderr, "test_mpi_moe must run under mpirun with at least 2 ranks (tests/mpirun.sh -np 2 ...)\n");
       return 1;

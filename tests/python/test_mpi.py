@@ -4,6 +4,7 @@ and without expert parallelism and EPLB; a failing rank ends the job with an err
 it; bench throughput reports the job."""
 import json
 import os
+import pathlib
 import subprocess
 import time
 
@@ -132,6 +133,17 @@ def test_failing_rank_ends_the_job_with_its_error(tmp_path):
     assert r.returncode != 0
     assert "gannet generate (rank 1): error:" in r.stderr and "missing: no config.json" in r.stderr
     assert time.time() - t0 < 50
+
+
+def test_a_rank_that_stops_answering_ends_the_job():
+    """Rank 1 hangs; rank 0's collective gives up after the timeout and ends the job."""
+    binary = pathlib.Path(os.environ.get("GANNET_BINARY_DIR", ROOT / "build")) / "tests" / "test_mpi_moe"
+    t0 = time.time()
+    r = subprocess.run(["bash", MPIRUN, "-np", "2", str(binary), "--timeout-case"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode != 0
+    assert "rank 0: an agreement (allreduce) waited more than 2 s for the other ranks" in r.stderr, r.stderr
+    assert time.time() - t0 < 40
 
 
 def test_job_options_are_checked(tmp_path):
