@@ -266,7 +266,7 @@ int cmd_bench(const Args& args) {
       if (o.dataset.empty()) throw Error(*d + ": no requests");
     }
     std::unique_ptr<Collective> group;
-    if (job.size > 1) {
+    {
       EngineArgs ea;
       const auto dp = f.get("dp"), tmo = f.get("mpi-timeout");
       try {
@@ -274,6 +274,8 @@ int cmd_bench(const Args& args) {
       } catch (const Error& e) {
         throw UsageError(e.what());
       }
+    }
+    if (job.size > 1) {
       group = parallel::world_collective();
       o.group = group.get();
       if (job.rank > 0) o.quiet_progress = true;

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "server/request_json.h"
+#include "server/wire.h"
 #include "core/error.h"
 #include "core/progress_bar.h"
 #include "engine/engine.h"
@@ -239,7 +240,7 @@ int cmd_generate(const Args& args) {
 
   // Each item's printed text, made by the rank that owns it; rank 0 prints them in order.
   int64_t failures = 0, spec_steps = 0, spec_drafted = 0, spec_accepted = 0;
-  nlohmann::json printed = nlohmann::json::object();
+  std::map<size_t, std::string> printed;
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
     if (owner[i] != rank) continue;
@@ -262,7 +263,7 @@ int cmd_generate(const Args& args) {
         out += it.output->prompt + c.text + "\n\n";
       }
     }
-    printed[std::to_string(i)] = out;
+    printed[i] = std::move(out);
   }
   const nlohmann::json ep = parallel::expert_parallel_report(eng.expert_parallel(), *group);
   int64_t totals[6] = {failures, spec_steps, spec_drafted, spec_accepted, int64_t(gen_tokens), int64_t(done)};
@@ -273,14 +274,24 @@ int cmd_generate(const Args& args) {
     double st = double(steps);
     group->all_reduce_max(&st, 1);
     steps = int64_t(st);
-    const std::vector<std::string> parts = group->gather(printed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    for (size_t r = 1; r < parts.size(); ++r) printed.update(nlohmann::json::parse(parts[r]));
+    // Raw bytes (a text may hold any bytes a token decodes to): index and text per item.
+    server::WireWriter w;
+    w.u64(printed.size());
+    for (const auto& [i, text] : printed) w.u64(i), w.str(text);
+    const std::vector<std::string> parts = group->gather(w.bytes());
+    for (size_t r = 1; r < parts.size(); ++r) {
+      server::WireReader rd(parts[r]);
+      for (uint64_t n = rd.count(), k = 0; k < n; ++k) {
+        const uint64_t i = rd.u64();
+        printed[size_t(i)] = rd.str();
+      }
+    }
   }
   std::tie(failures, spec_steps, spec_drafted, spec_accepted) = std::tuple(totals[0], totals[1], totals[2], totals[3]);
   gen_tokens = uint64_t(totals[4]);
   done = size_t(totals[5]);
   if (rank != 0) return failures ? 1 : 0;
-  for (size_t i = 0; i < items.size(); ++i) std::fputs(printed[std::to_string(i)].get<std::string>().c_str(), stdout);
+  for (size_t i = 0; i < items.size(); ++i) std::fwrite(printed[i].data(), 1, printed[i].size(), stdout);
   std::fflush(stdout);
   if (items.size() == 1 && items[0].output) {
     // One request: split its time into prefill (to the first token) and decode.

@@ -206,7 +206,16 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
     if (!sc.prefix_caching)
       fail("--prefix-cache-dir: ", cfg.architecture, " runs without prefix caching (per-sequence state)");
     const uint64_t disk_bytes = args_.prefix_cache_disk_size ? args_.prefix_cache_disk_size : uint64_t(20) << 30;
-    disk_ = std::make_unique<cache::DiskTier>(args_.prefix_cache_dir, disk_bytes, model_identity(spec), *cache_);
+    cache::BlockHash id = model_identity(spec);
+    if (model_->expert_parallel()) {
+      // Each rank's KV depends on every rank's experts: the identity covers all shares.
+      const std::string mine = std::to_string(id.lo) + ":" + std::to_string(id.hi) + ";";
+      std::string all;
+      for (const std::string& part : group->gather(mine)) all += part;
+      all = group->broadcast(all);
+      id = cache::hash_text(all, id);
+    }
+    disk_ = std::make_unique<cache::DiskTier>(args_.prefix_cache_dir, disk_bytes, id, *cache_);
     cache::DiskTier* disk = disk_.get();
     // A block whose writing step is still in flight is not copied out (its contents are
     // not complete yet); it is simply not saved.

@@ -125,6 +125,8 @@ void EngineArgs::validate() const {
     fail("--ep-redundant-experts / --eplb-interval / --eplb-window place experts across ranks; they need expert "
          "parallelism (not --expert-parallel off)");
   if (eplb_window > 0 && eplb_interval == 0) fail("--eplb-window needs --eplb-interval (the rebalance it feeds)");
+  if (ep_redundant_experts > 0 && eplb_interval == 0)
+    fail("--ep-redundant-experts: the spare slots are filled by EPLB's rebalances; give --eplb-interval too");
   if (ngram_min < 1 || ngram_max < ngram_min || ngram_max > 64)
     fail("--ngram-min / --ngram-max must satisfy 1 <= min <= max <= 64, got ", ngram_min, " and ", ngram_max);
 }

@@ -31,9 +31,12 @@ ExpertPlacement initial_placement(int64_t n_experts, int ranks, int64_t redundan
   p.ranks = ranks;
   p.n_experts = n_experts;
   p.slots = slots_per_rank(n_experts, ranks, redundant);
-  const int64_t share = (n_experts + ranks - 1) / ranks;
   p.slot_expert.assign(size_t(int64_t(ranks) * p.slots), -1);
-  for (int64_t e = 0; e < n_experts; ++e) p.slot_expert[size_t((e / share) * p.slots + e % share)] = int32_t(e);
+  // Rank r: experts [r E / N, (r + 1) E / N), so every rank has floor or ceil of E / N.
+  for (int r = 0; r < ranks; ++r) {
+    const int64_t first = int64_t(r) * n_experts / ranks, end = int64_t(r + 1) * n_experts / ranks;
+    for (int64_t e = first; e < end; ++e) p.slot_expert[size_t(r * p.slots + (e - first))] = int32_t(e);
+  }
   p.derive();
   return p;
 }
@@ -81,7 +84,11 @@ ExpertPlacement rebalance(const std::vector<int64_t>& load, const ExpertPlacemen
         if (used[size_t(k)] >= S) continue;
         if (pass == 0 && std::find(held[size_t(k)].begin(), held[size_t(k)].end(), r.e) != held[size_t(k)].end())
           continue;
-        if (best < 0 || rank_load[size_t(k)] < rank_load[size_t(best)]) best = k;
+        // Least loaded; of equal loads the one with the fewest experts (so that every rank
+        // gets some even when nothing has load), then the lower rank.
+        if (best < 0 || rank_load[size_t(k)] < rank_load[size_t(best)] ||
+            (rank_load[size_t(k)] == rank_load[size_t(best)] && used[size_t(k)] < used[size_t(best)]))
+          best = k;
       }
     GANNET_CHECK(best >= 0, "no slot left for expert ", r.e);
     rank_load[size_t(best)] += share(r);
@@ -118,6 +125,7 @@ ExpertPlacement rebalance(const std::vector<int64_t>& load, const ExpertPlacemen
     }
   }
   p.derive();
+  for (int k = 0; k < N; ++k) GANNET_CHECK(used[size_t(k)] > 0, "rebalance left rank ", k, " without experts");
   return p;
 }
 

@@ -25,15 +25,16 @@ struct ExpertPlacement {
 
 // Slots per rank: an equal share of the experts (rounded up) plus `redundant` spare slots.
 int64_t slots_per_rank(int64_t n_experts, int ranks, int64_t redundant);
-// Before any load is known: rank r holds the r-th contiguous share of the experts in its
-// first slots; the spare slots are empty.
+// Before any load is known: rank r holds experts [r E / N, (r + 1) E / N) in its first
+// slots (every rank some, given E >= N); the spare slots are empty.
 ExpertPlacement initial_placement(int64_t n_experts, int ranks, int64_t redundant);
 
 // EPLB: load[e] is expert e's token count over the recent window (all ranks). Replicas go
 // one at a time to the expert with the highest load per replica (no more replicas than
 // ranks), then the replicas, heaviest first, each to the least loaded rank with a free
 // slot that does not already hold that expert. A rank keeps an expert it already holds
-// (`old`) in the same slot, so unchanged experts move no bytes. Ties go to the lower id.
+// (`old`) in the same slot, so unchanged experts move no bytes. Of equally loaded ranks the
+// one with fewer experts wins, then the lower id, so every rank keeps at least one expert.
 ExpertPlacement rebalance(const std::vector<int64_t>& load, const ExpertPlacement& old);
 
 // Each rank's expected share of the load under `p` (a token of expert e is split evenly

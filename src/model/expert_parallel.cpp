@@ -74,6 +74,7 @@ void ExpertParallel::finish_loading() {
     }
     GANNET_CHECK(first, "rank without experts");
     L.inter = first->w1.n;
+    L.like = *first;
   }
 }
 
@@ -160,11 +161,7 @@ void ExpertParallel::rebalance_now() {
     const ExpertPlacement& old = L.place;
     next[size_t(l)] = rebalance(std::vector<int64_t>(load.begin() + l * E, load.begin() + (l + 1) * E), old);
     const ExpertPlacement& nw = next[size_t(l)];
-    const MoeExpert* like = nullptr;
-    for (const MoeExpert& w : L.w)
-      if (w.w1.data) like = &w;
-    GANNET_CHECK(like, "rank without experts");
-    const uint64_t bytes = expert_bytes(*like);
+    const uint64_t bytes = expert_bytes(L.like);
     for (int64_t g = 0; g < int64_t(nw.slot_expert.size()); ++g) {
       const int32_t e = nw.slot_expert[size_t(g)];
       if (e < 0) continue;
@@ -195,11 +192,7 @@ void ExpertParallel::rebalance_now() {
     Layer& L = layers_[size_t(l)];
     const ExpertPlacement& old = L.place;
     const ExpertPlacement& nw = next[size_t(l)];
-    const MoeExpert like = [&] {
-      for (const MoeExpert& w : L.w)
-        if (w.w1.data) return w;
-      return MoeExpert{};
-    }();
+    const MoeExpert& like = L.like;
     std::vector<MoeExpert> w(size_t(nw.slots));
     std::vector<std::shared_ptr<std::vector<uint8_t>>> own(size_t(nw.slots));
     for (int64_t s = 0; s < nw.slots; ++s) {  // experts this rank keeps (maybe in another slot)

@@ -87,6 +87,7 @@ class ExpertParallel {
   struct Layer {
     ExpertPlacement place;
     int64_t inter = 0;
+    MoeExpert like;  // formats and shapes of every expert of the layer (data: the first loaded)
     std::vector<MoeExpert> w;                               // [slots] this rank's slot weights
     std::vector<std::shared_ptr<std::vector<uint8_t>>> own;  // [slots] bytes after a move
     std::vector<int64_t> window;                            // [window, n_experts] ring

@@ -28,7 +28,10 @@ int env_int(const char* name, int dflt) {
 }
 
 // mpirun (Open MPI's ORTE or PMIx launchers) sets these in every rank's environment.
-bool launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK"); }
+// (PMI_RANK: launchers speaking PMI-1/2, e.g. srun.)
+bool launched_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK");
+}
 
 #ifdef GANNET_HAVE_MPI
 
@@ -68,14 +71,14 @@ void wait_all(std::vector<MPI_Request>& reqs, const char* op, int rank) {
 }
 
 int as_count(int64_t bytes, const char* op) {
-  if (bytes < 0 || bytes > INT_MAX) fail(op, ": ", bytes, " bytes in one message exceed MPI's int count");
+  if (bytes < 0 || bytes > INT_MAX) fail(op, ": a count of ", bytes, " exceeds what one MPI call can carry (INT_MAX)");
   return int(bytes);
 }
 
 class MpiCollective final : public Collective {
  public:
-  MpiCollective() {
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  explicit MpiCollective(MPI_Comm parent) {
+    MPI_Comm_dup(parent, &comm_);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
   }
@@ -112,17 +115,23 @@ class MpiCollective final : public Collective {
     sd_.resize(size_t(size_));
     rc_.resize(size_t(size_));
     rd_.resize(size_t(size_));
+    // MPI counts and offsets are ints: in 4-byte words when every block is whole words
+    // (rows of floats), so a rank's buffers may reach 8 GiB; bytes otherwise.
+    int64_t unit = 4;
+    for (int p = 0; p < size_; ++p)
+      if (send_bytes[p] % 4 || recv_bytes[p] % 4) unit = 1;
     int64_t so = 0, ro = 0;
     for (int p = 0; p < size_; ++p) {
-      sc_[size_t(p)] = as_count(send_bytes[p], "all-to-all-v");
-      rc_[size_t(p)] = as_count(recv_bytes[p], "all-to-all-v");
-      sd_[size_t(p)] = as_count(so, "all-to-all-v");
-      rd_[size_t(p)] = as_count(ro, "all-to-all-v");
+      sc_[size_t(p)] = as_count(send_bytes[p] / unit, "all-to-all-v");
+      rc_[size_t(p)] = as_count(recv_bytes[p] / unit, "all-to-all-v");
+      sd_[size_t(p)] = as_count(so / unit, "all-to-all-v");
+      rd_[size_t(p)] = as_count(ro / unit, "all-to-all-v");
       so += send_bytes[p];
       ro += recv_bytes[p];
     }
+    const MPI_Datatype type = unit == 4 ? MPI_INT32_T : MPI_BYTE;
     MPI_Request r;
-    MPI_Ialltoallv(send, sc_.data(), sd_.data(), MPI_BYTE, recv, rc_.data(), rd_.data(), MPI_BYTE, comm_, &r);
+    MPI_Ialltoallv(send, sc_.data(), sd_.data(), type, recv, rc_.data(), rd_.data(), type, comm_, &r);
     wait(&r, "an all-to-all-v", rank_);
   }
   std::string broadcast(const std::string& text) override { return bcast(text, false); }
@@ -164,7 +173,7 @@ class MpiCollective final : public Collective {
       MPI_Isend(t.data, as_count(t.bytes, "exchange"), MPI_BYTE, t.peer, 7, comm_, &reqs[k++]);
     wait_all(reqs, "a weight exchange (send/receive)", rank_);
   }
-  std::unique_ptr<Collective> split() override { return std::make_unique<MpiCollective>(); }
+  std::unique_ptr<Collective> split() override { return std::make_unique<MpiCollective>(comm_); }
 
  private:
   static bool finalized() {
@@ -245,7 +254,7 @@ double collective_timeout() { return g_timeout; }
 
 std::unique_ptr<Collective> world_collective() {
 #ifdef GANNET_HAVE_MPI
-  if (g_started) return std::make_unique<MpiCollective>();
+  if (g_started) return std::make_unique<MpiCollective>(MPI_COMM_WORLD);
 #endif
   return single_rank();
 }

@@ -157,6 +157,10 @@ def test_job_options_are_checked(tmp_path):
     assert "this run has one rank" in r.stderr
     r = mpirun(2, ["generate", "--model", str(TINY), "--prompt", "1", "--eplb-window", "4"], check=False)
     assert r.returncode != 0 and "--eplb-window needs --eplb-interval" in r.stderr
+    r = mpirun(2, ["generate", "--model", str(TINY), "--prompt", "1", "--ep-redundant-experts", "2"], check=False)
+    assert r.returncode != 0 and "filled by EPLB's rebalances" in r.stderr
+    r = single_fail(["bench", "throughput", "--model", str(TINY), "--dp", "2"])
+    assert "--dp 2 but this job has 1 rank" in r.stderr
 
 
 def single_fail(args):

@@ -29,12 +29,21 @@ TEST(Eplb, InitialPlacementIsContiguousShares) {
   const ExpertPlacement p = initial_placement(10, 4, 1);
   EXPECT_EQ(p.slots, 4);  // ceil(10 / 4) + 1
   check_valid(p);
+  // Rank r: experts [10 r / 4, 10 (r + 1) / 4) = [0, 2), [2, 5), [5, 7), [7, 10).
+  const int owner[10] = {0, 0, 1, 1, 1, 2, 2, 3, 3, 3};
   for (int64_t e = 0; e < 10; ++e) {
     ASSERT_EQ(p.replicas[size_t(e)].size(), 1u);
-    EXPECT_EQ(p.rank_of(p.replicas[size_t(e)][0]), int(e / 3)) << e;
+    EXPECT_EQ(p.rank_of(p.replicas[size_t(e)][0]), owner[e]) << e;
   }
-  // Rank 3 holds expert 9 only; spare slots are empty.
-  EXPECT_EQ(std::count(p.slot_expert.begin() + 12, p.slot_expert.end(), -1), 3);
+  EXPECT_EQ(std::count(p.slot_expert.begin(), p.slot_expert.end(), -1), 6);
+  // Every rank holds some experts even when E / N rounds badly (8 experts, 6 ranks).
+  const ExpertPlacement q = initial_placement(8, 6, 0);
+  check_valid(q);
+  for (int r = 0; r < 6; ++r)
+    EXPECT_GT(std::count_if(q.slot_expert.begin() + r * q.slots, q.slot_expert.begin() + (r + 1) * q.slots,
+                            [](int32_t e) { return e >= 0; }),
+              0)
+        << "rank " << r;
   EXPECT_THROW(slots_per_rank(8, 0, 0), Error);
   EXPECT_THROW(slots_per_rank(8, 2, -1), Error);
 }
@@ -82,6 +91,14 @@ TEST(Eplb, ZeroLoadChangesNothingAndMaxOverMean) {
   const ExpertPlacement p = rebalance(std::vector<int64_t>(6, 0), start);
   check_valid(p);
   for (int64_t e = 0; e < 6; ++e) EXPECT_EQ(p.replicas[size_t(e)].size(), 1u);  // no load: no copies
+  // No load at all (a window of replay-only forwards): every rank still gets experts.
+  const ExpertPlacement q = rebalance(std::vector<int64_t>(8, 0), initial_placement(8, 4, 1));
+  check_valid(q);
+  for (int r = 0; r < 4; ++r)
+    EXPECT_GT(std::count_if(q.slot_expert.begin() + r * q.slots, q.slot_expert.begin() + (r + 1) * q.slots,
+                            [](int32_t e) { return e >= 0; }),
+              0)
+        << "rank " << r;
   EXPECT_EQ(max_over_mean({}), 0.0);
   EXPECT_EQ(max_over_mean({0, 0}), 0.0);
   EXPECT_DOUBLE_EQ(max_over_mean({1, 3}), 1.5);
