@@ -208,6 +208,24 @@ void MoeLayer::route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace
   }
 }
 
+// moe.h step 6 for tokens [0, T): y[t] = routed[rows[t K]] + ... + routed[rows[t K + K - 1]]
+// + shared[0][t] + shared[1][t] + ..., shared expert s's rows starting at shared + s T H.
+void MoeLayer::combine(Isa isa, const float* routed, const int64_t* rows, const float* shared, int64_t T, float* y,
+                       ThreadPool* pool) const {
+  const int64_t K = cfg_.top_k, S = cfg_.n_shared, H = cfg_.hidden;
+  auto work = [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      float* yt = y + t * H;
+      const int64_t* r = rows + t * K;
+      std::memcpy(yt, routed + r[0] * H, size_t(H) * sizeof(float));
+      for (int64_t i = 1; i < K; ++i) kernels::add_isa(isa, yt, routed + r[i] * H, yt, H);
+      for (int64_t s = 0; s < S; ++s) kernels::add_isa(isa, yt, shared + (s * T + t) * H, yt, H);
+    }
+  };
+  if (!pool || T * H * (K + S) < (int64_t(1) << 16)) work(0, T, 0);
+  else pool->parallel_for(T, work, 1);
+}
+
 // One phase: the gate/up projections with the activation (down = false) or the down
 // projections (down = true), for every active group, as one parallel loop.
 void MoeLayer::run_items(Isa isa, MoeWorkspace& ws, ThreadPool* pool, bool down) const {
@@ -345,18 +363,7 @@ void MoeLayer::forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, 
   run_items(isa, ws, pool, true);
 
   // Combine in the fixed order of moe.h step 6.
-  const float* out = ws.out_.data();  // [T * (K + S), H]
-  auto combine = [&](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) {
-      float* yt = y + t * H;
-      const int64_t* rows = ws.rows_.data() + t * K;
-      std::memcpy(yt, out + rows[0] * H, size_t(H) * sizeof(float));
-      for (int64_t i = 1; i < K; ++i) kernels::add_isa(isa, yt, out + rows[i] * H, yt, H);
-      for (int64_t s = 0; s < S; ++s) kernels::add_isa(isa, yt, out + (T * K + s * T + t) * H, yt, H);
-    }
-  };
-  if (!pool || T * H * (K + S) < (int64_t(1) << 16)) combine(0, T, 0);
-  else pool->parallel_for(T, combine, 1);
+  combine(isa, ws.out_.data(), ws.rows_.data(), ws.out_.data() + T * K * H, T, y, pool);
 }
 
 // Expert parallel (expert_parallel.h). A row in transit is [slot (int32 bits), routing
@@ -389,7 +396,8 @@ void MoeLayer::forward_ep(Isa isa, const float* x, int64_t n_tokens, float* y, M
     ws.dest_[size_t(i)] = g;  // global slot for now
     ++ws.send_n_[size_t(place.rank_of(g))];
   }
-  std::vector<int64_t> off(size_t(P), 0);
+  std::vector<int64_t>& off = ws.send_off_;  // next free row of each destination's block
+  off.assign(size_t(P), 0);
   for (int p = 1; p < P; ++p) off[size_t(p)] = off[size_t(p - 1)] + ws.send_n_[size_t(p - 1)];
   grow(ws.send_, T * K * W);
   for (int64_t i = 0; i < T * K; ++i) {
@@ -492,19 +500,7 @@ void MoeLayer::forward_ep(Isa isa, const float* x, int64_t n_tokens, float* y, M
   if (T == 0) return;
 
   // Combine in the fixed order of moe.h step 6.
-  const float* res = ws.result_.data();
-  const float* out = ws.out_.data();
-  auto combine = [&](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) {
-      float* yt = y + t * H;
-      const int64_t* rows = ws.dest_row_.data() + t * K;
-      std::memcpy(yt, res + rows[0] * H, size_t(H) * sizeof(float));
-      for (int64_t i = 1; i < K; ++i) kernels::add_isa(isa, yt, res + rows[i] * H, yt, H);
-      for (int64_t s = 0; s < S; ++s) kernels::add_isa(isa, yt, out + (R + s * T + t) * H, yt, H);
-    }
-  };
-  if (!pool || T * H * (K + S) < (int64_t(1) << 16)) combine(0, T, 0);
-  else pool->parallel_for(T, combine, 1);
+  combine(isa, ws.result_.data(), ws.dest_row_.data(), ws.out_.data() + R * H, T, y, pool);
 }
 
 void MoeLayer::forward(const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,

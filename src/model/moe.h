@@ -140,6 +140,7 @@ class MoeWorkspace {
   std::vector<int64_t> dest_row_;    // [T * top_k] row in the send buffer
   std::vector<int64_t> occ_;         // [E] occurrences so far (replica choice)
   std::vector<int64_t> send_n_, recv_n_, send_b_, recv_b_;  // [ranks] rows, bytes
+  std::vector<int64_t> send_off_;    // [ranks] next row of each destination's block
   std::vector<float> send_, recv_;   // rows in transit
   std::vector<float> back_;          // [received rows, hidden] results in received order
   std::vector<float> result_;        // [T * top_k, hidden] results back at the owner
@@ -178,6 +179,8 @@ class MoeLayer {
   void forward_ep(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
                   const int32_t* forced_ids) const;
   void check_config();
+  void combine(Isa isa, const float* routed, const int64_t* rows, const float* shared, int64_t T, float* y,
+               ThreadPool* pool) const;
 
   MoeConfig cfg_;
   MoeWeights w_;

@@ -271,14 +271,13 @@ Round rank_round(engine::Engine& eng, Collective& group, const std::string& cont
   w2.u64(n_out);
   reply += w2.bytes() + outputs.bytes();
   WireWriter g;
+  const cache::DiskTierStats disk = eng.disk_tier() ? eng.disk_tier()->stats() : cache::DiskTierStats{};
   const int64_t gauges[kGauges] = {int64_t(eng.scheduler().num_waiting()), eng.block_manager().num_blocks(),
                                    eng.block_manager().num_free_blocks(), eng.scheduler().num_preemptions(),
                                    eng.scheduler().prefix_stats().queried_tokens, eng.scheduler().prefix_stats().hit_tokens,
                                    int64_t(eng.block_manager().counters().evictions),
-                                   int64_t(eng.block_manager().num_cached_blocks()),
-                                   eng.disk_tier() ? int64_t(eng.disk_tier()->stats().hits) : 0,
-                                   eng.disk_tier() ? int64_t(eng.disk_tier()->stats().writes) : 0,
-                                   eng.disk_tier() ? int64_t(eng.disk_tier()->stats().files) : 0};
+                                   int64_t(eng.block_manager().num_cached_blocks()), int64_t(disk.hits),
+                                   int64_t(disk.writes), int64_t(disk.files)};
   for (int64_t x : gauges) g.i64(x);
   out.reply = reply + g.bytes();
   return out;

@@ -161,6 +161,14 @@ def test_job_options_are_checked(tmp_path):
     assert r.returncode != 0 and "filled by EPLB's rebalances" in r.stderr
     r = single_fail(["bench", "throughput", "--model", str(TINY), "--dp", "2"])
     assert "--dp 2 but this job has 1 rank" in r.stderr
+    r = single_fail(["generate", "--model", str(TINY), "--prompt", "1", "--mpi-timeout", "0"])
+    assert "--mpi-timeout expects seconds > 0" in r.stderr
+    r = single_fail(["make-model", "--arch", "deepseek_v41", "--preset", "tiny", "--router-skew", "-1",
+                     "--out", str(tmp_path / "s")])
+    assert "--router-skew must be in [0, 100]" in r.stderr
+    r = single_fail(["make-model", "--arch", "llama", "--preset", "tiny", "--router-skew", "1",
+                     "--out", str(tmp_path / "l")])
+    assert "--router-skew applies to --arch deepseek_v41" in r.stderr
 
 
 def single_fail(args):
