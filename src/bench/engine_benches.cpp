@@ -1,6 +1,7 @@
 #include "core/cpu_budget.h"
 #include "bench/engine_benches.h"
 
+#include "parallel/data_parallel.h"
 #include "parallel/ep_report.h"
 
 #include "kernels/cpu/matmul.h"
@@ -366,24 +367,15 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   std::unique_ptr<Collective> solo;
   Collective& group = o.group ? *o.group : *(solo = single_rank());
   const int rank = group.rank(), ranks = group.size();
-  // Each rank's conversations: by the tokens they queue (prompt + output), lowest first.
-  std::vector<int> owner(size_t(convs), 0);
-  {
-    std::vector<int64_t> queued(size_t(ranks), 0);
-    for (int64_t c = 0; c < convs; ++c) {
-      int best = 0;
-      for (int r = 1; r < ranks; ++r)
-        if (queued[size_t(r)] < queued[size_t(best)]) best = r;
-      owner[size_t(c)] = best;
-      int64_t cost = 0;
-      for (int64_t t = 0; t < o.turns; ++t) {
-        const int64_t i = c * o.turns + t;
-        cost += synthetic ? o.shared_prefix_len + spread(o.input_len, in_max, i, 3) + spread(o.output_len, out_max, i, 7)
-                          : int64_t(o.dataset[size_t(c)].first.size() / 4) + o.dataset[size_t(c)].second.max_tokens;
-      }
-      queued[size_t(best)] += std::max<int64_t>(1, cost);
+  // Each rank's conversations: by the tokens they queue (all turns' prompts and outputs).
+  std::vector<int64_t> cost(size_t(convs), 0);
+  for (int64_t c = 0; c < convs; ++c)
+    for (int64_t t = 0; t < o.turns; ++t) {
+      const int64_t i = c * o.turns + t;
+      cost[size_t(c)] += synthetic ? o.shared_prefix_len + spread(o.input_len, in_max, i, 3) + spread(o.output_len, out_max, i, 7)
+                                   : int64_t(o.dataset[size_t(c)].first.size() / 4) + o.dataset[size_t(c)].second.max_tokens;
     }
-  }
+  const std::vector<int> owner = parallel::assign_by_tokens(cost, ranks);
   int64_t mine_convs = 0;
   for (int64_t c = 0; c < convs; ++c) mine_convs += owner[size_t(c)] == rank;
   engine::Engine eng([&] {
