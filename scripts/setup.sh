@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build pkg-config ccache libgtest-dev libbenchmark-dev
           libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev zlib1g-dev
-          libbrotli-dev libxxhash-dev libzstd-dev libopenmpi-dev openmpi-bin python3 python3-venv)
+          libbrotli-dev libxxhash-dev libzstd-dev libopenmpi-dev openmpi-bin python3 python3-venv python3-dev)
 # `setup.sh clang` adds the second compiler (make test-clang, make fuzz).
 if [ "${1:-}" = clang ]; then packages+=(clang); fi
 missing=()
@@ -29,7 +29,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# Python test requirements (pytest). torch/transformers are only in
+# Python test requirements (pytest; nanobind and scikit-build-core for the Python package).
+# torch/transformers are only in
 # tools/requirements-golden.txt, for regenerating goldens; tests never need them.
 stamp=.venv/.requirements-test.stamp
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "" 2>/dev/null || ! cmp -s requirements-test.txt "$stamp"; then

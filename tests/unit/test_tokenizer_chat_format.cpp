@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "server/chat_format.h"
+#include "tokenizer/chat_format.h"
 
-namespace gannet::server {
+namespace gannet::tokenizer {
 namespace {
 
 // Every way of cutting `text` into pieces gives the same reasoning and answer as one
@@ -75,4 +75,4 @@ TEST(ChatFormat, BuiltInDeepSeekV4ForV4CheckpointsWithoutATemplate) {
 }
 
 }  // namespace
-}  // namespace gannet::server
+}  // namespace gannet::tokenizer

@@ -1,4 +1,4 @@
-#include "server/chat_format.h"
+#include "tokenizer/chat_format.h"
 
 #include <fstream>
 #include <sstream>
@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "tokenizer/json_file.h"
 
-namespace gannet::server {
+namespace gannet::tokenizer {
 
 namespace {
 constexpr std::string_view kEndThink = "</think>";
@@ -89,4 +89,4 @@ void ReasoningSplitter::finish(std::string& reasoning, std::string& content) {
   held_.clear();
 }
 
-}  // namespace gannet::server
+}  // namespace gannet::tokenizer

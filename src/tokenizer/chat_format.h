@@ -1,5 +1,6 @@
-// Which chat format a served model uses: the checkpoint's Jinja chat template
-// (chat_template.jinja or tokenizer_config.json), one given with --chat-template, or the
+// Which chat format a model uses (the server's chat endpoint, the Python package's
+// LLM.chat): the checkpoint's Jinja chat template (chat_template.jinja or
+// tokenizer_config.json), one given with --chat-template, or the
 // built-in DeepSeek-V4 format for DeepseekV4 / DeepseekV41 checkpoints that ship none. The
 // DeepSeek-V4 format with thinking on makes the answer open with reasoning up to </think>.
 #pragma once
@@ -9,7 +10,7 @@
 
 #include "tokenizer/chat_template.h"
 
-namespace gannet::server {
+namespace gannet::tokenizer {
 
 class ChatFormat {
  public:
@@ -45,4 +46,4 @@ class ReasoningSplitter {
   std::string held_;
 };
 
-}  // namespace gannet::server
+}  // namespace gannet::tokenizer

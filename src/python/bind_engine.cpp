@@ -1,0 +1,139 @@
+#include <memory>
+#include <optional>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "python/bindings.h"
+#include "tokenizer/chat_format.h"
+
+namespace nb = nanobind;
+
+namespace gannet::python {
+
+namespace {
+
+// One engine for offline batches: it returns finished requests only (streaming off).
+class PyEngine {
+ public:
+  explicit PyEngine(const EngineArgs& args) : engine_(std::make_unique<engine::Engine>(args)) {
+    engine_->set_streaming(false);
+  }
+
+  engine::Engine& engine() { return *engine_; }
+  // step() calls, and those that ran while this thread did not hold the GIL (tests).
+  int64_t step_calls = 0, steps_without_gil = 0;
+
+  const tokenizer::Tokenizer& tokenizer() const {
+    if (!engine_->tokenizer())
+      fail(engine_->args().model, " has no tokenizer.json, so prompts must be token ids (prompt_token_ids)");
+    return *engine_->tokenizer();
+  }
+
+  // The prompt text of a conversation, in the checkpoint's chat format or `source` (a
+  // Jinja template) when given.
+  std::string render_chat(const std::string& messages, bool add_generation_prompt, const std::string& kwargs,
+                          const std::string& tools, const std::optional<std::string>& source) {
+    tokenizer::ChatOptions options;
+    options.add_generation_prompt = add_generation_prompt;
+    options.kwargs = parse_json("chat_template_kwargs", kwargs);
+    if (!options.kwargs.is_object()) fail("chat_template_kwargs must be a dict");
+    options.tools = parse_json("tools", tools);
+    const nlohmann::ordered_json msgs = parse_json("messages", messages);
+    if (source) {
+      tokenizer::ChatTemplate t(*source, tokenizer::chat_special_tokens(engine_->args().model));
+      return t.render(msgs, options);
+    }
+    if (!chat_) chat_ = tokenizer::ChatFormat::load(engine_->args().model, "");
+    if (!chat_->available())
+      fail(engine_->args().model, " has no chat template (chat_template.jinja or tokenizer_config.json's "
+           "\"chat_template\"): give one with chat_template=...");
+    return chat_->render(msgs, options, nullptr);
+  }
+
+ private:
+  static nlohmann::ordered_json parse_json(const char* what, const std::string& text) {
+    try {
+      return nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      fail(what, ": not JSON-serialisable (", e.what(), ")");
+    }
+  }
+
+  std::unique_ptr<engine::Engine> engine_;
+  std::optional<tokenizer::ChatFormat> chat_;
+};
+
+}  // namespace
+
+void bind_engine(nb::module_& m) {
+  nb::class_<PyEngine>(m, "Engine")
+      // Loading maps the checkpoint and may take a while: other Python threads run meanwhile.
+      .def(nb::init<const EngineArgs&>(), nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "add_request",
+          [](PyEngine& e, const std::string& id, const std::string& prompt, const SamplingParams& p) {
+            e.engine().add_request(id, prompt, p);
+          },
+          nb::arg("request_id"), nb::arg("prompt"), nb::arg("params"))
+      .def(
+          "add_request",
+          [](PyEngine& e, const std::string& id, const std::vector<int32_t>& ids, const SamplingParams& p) {
+            e.engine().add_request(id, ids, p);
+          },
+          nb::arg("request_id"), nb::arg("prompt_token_ids"), nb::arg("params"))
+      // One step with the GIL released; the requests that finished in it.
+      .def("step",
+           [](PyEngine& e) {
+             std::vector<RequestOutput> done;
+             {
+               nb::gil_scoped_release release;
+               ++e.step_calls;
+               if (!PyGILState_Check()) ++e.steps_without_gil;
+               for (RequestOutput& o : e.engine().step()) done.push_back(std::move(o));
+             }
+             return done;
+           })
+      .def(
+          "abort",
+          [](PyEngine& e, const std::string& id) {
+            nb::gil_scoped_release release;  // waits for the steps in flight
+            return e.engine().abort(id);
+          },
+          nb::arg("request_id"))
+      .def("has_unfinished", [](PyEngine& e) { return e.engine().has_unfinished(); })
+      .def_ro("steps_without_gil", &PyEngine::steps_without_gil)
+      .def_ro("step_calls", &PyEngine::step_calls)
+      .def_prop_ro("has_tokenizer", [](PyEngine& e) { return e.engine().tokenizer() != nullptr; })
+      .def_prop_ro("max_model_len", [](PyEngine& e) { return e.engine().max_model_len(); })
+      .def_prop_ro("vocab_size", [](PyEngine& e) { return e.engine().model().config().vocab_size; })
+      .def_prop_ro("args", [](PyEngine& e) { return e.engine().args(); })
+      .def(
+          "encode",
+          [](const PyEngine& e, const std::string& text, bool add_special_tokens) {
+            return e.tokenizer().encode(text, add_special_tokens);
+          },
+          nb::arg("text"), nb::arg("add_special_tokens") = true)
+      .def(
+          "decode",
+          [](const PyEngine& e, const std::vector<int32_t>& ids, bool skip_special_tokens) {
+            const std::string s = e.tokenizer().decode(ids, skip_special_tokens);
+            PyObject* o = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace");
+            if (!o) throw nb::python_error();
+            return nb::steal<nb::str>(o);
+          },
+          nb::arg("token_ids"), nb::arg("skip_special_tokens") = false)
+      // The bytes a token stands for (possibly part of a UTF-8 character).
+      .def("token_bytes",
+           [](const PyEngine& e, int32_t id) {
+             const std::string& s = e.tokenizer().id_to_token(id);
+             return nb::bytes(s.data(), s.size());
+           })
+      .def("render_chat", &PyEngine::render_chat, nb::arg("messages_json"), nb::arg("add_generation_prompt"),
+           nb::arg("chat_template_kwargs_json"), nb::arg("tools_json"), nb::arg("chat_template").none());
+}
+
+}  // namespace gannet::python
