@@ -1,3 +1,4 @@
+#include <chrono>
 #include <memory>
 #include <optional>
 
@@ -26,6 +27,7 @@ class PyEngine {
   engine::Engine& engine() { return *engine_; }
   // step() calls, and those that ran while this thread did not hold the GIL (tests).
   int64_t step_calls = 0, steps_without_gil = 0;
+  double step_seconds = 0;  // wall time inside step() (tools/python_overhead.py)
 
   const tokenizer::Tokenizer& tokenizer() const {
     if (!engine_->tokenizer())
@@ -91,9 +93,11 @@ void bind_engine(nb::module_& m) {
              std::vector<RequestOutput> done;
              {
                nb::gil_scoped_release release;
+               const auto t0 = std::chrono::steady_clock::now();
                ++e.step_calls;
                if (!PyGILState_Check()) ++e.steps_without_gil;
                for (RequestOutput& o : e.engine().step()) done.push_back(std::move(o));
+               e.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
              }
              return done;
            })
@@ -107,6 +111,7 @@ void bind_engine(nb::module_& m) {
       .def("has_unfinished", [](PyEngine& e) { return e.engine().has_unfinished(); })
       .def_ro("steps_without_gil", &PyEngine::steps_without_gil)
       .def_ro("step_calls", &PyEngine::step_calls)
+      .def_ro("step_seconds", &PyEngine::step_seconds)
       .def_prop_ro("has_tokenizer", [](PyEngine& e) { return e.engine().tokenizer() != nullptr; })
       .def_prop_ro("max_model_len", [](PyEngine& e) { return e.engine().max_model_len(); })
       .def_prop_ro("vocab_size", [](PyEngine& e) { return e.engine().model().config().vocab_size; })
