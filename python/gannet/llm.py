@@ -1,6 +1,7 @@
 """gannet.LLM: offline batch generation over the C++ engine, shaped like vLLM's LLM."""
 
 import json
+import os
 import re
 import threading
 import time
@@ -101,6 +102,8 @@ def _set_engine_field(args: "_core.EngineArgs", name: str, value: Any) -> None:
     elif kind == "str":
         v = as_str(_OWNER, name, value)
     elif kind == "str or None":
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
         v = "" if value is None else as_str(_OWNER, name, value)
     elif kind == _MEMORY:
         if isinstance(value, str):
@@ -191,7 +194,7 @@ class LLM:
     def __init__(self, model: str, *, tokenizer: Optional[str] = None, seed: Optional[int] = None, **kwargs: Any):
         args = _core.EngineArgs()
         args.apply_environment()
-        args.model = as_str(_OWNER, "model", model)
+        args.model = as_str(_OWNER, "model", os.fspath(model) if isinstance(model, os.PathLike) else model)
         if tokenizer is not None and tokenizer != model:
             raise ValueError(f"{_OWNER}: tokenizer={tokenizer!r}: gannet uses the tokenizer in the model directory")
         self._seed = None if seed is None else as_int(_OWNER, "seed", seed)
