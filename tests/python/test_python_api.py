@@ -327,7 +327,7 @@ def test_llm_seed_makes_unseeded_requests_reproducible(gannet_py, tiny_models):
 
 
 def test_chat_uses_the_checkpoints_template(gannet_py, llm, tiny_models):
-    jinja2 = pytest.importorskip("jinja2")  # in requirements-test.txt: always there under make test
+    import jinja2  # requirements-test.txt: an independent renderer of the same template
     config = json.loads((tiny_models["qwen3"] / "tokenizer_config.json").read_text())
     conv = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
     template = jinja2.Environment().from_string(config["chat_template"])
