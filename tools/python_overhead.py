@@ -13,7 +13,7 @@ ratios and their median, the part of the Python call spent outside the engine's 
 (the package's own cost, measured directly rather than as a difference of two noisy
 runs), and checks that both produced the same tokens.
 
-  PYTHONPATH=build/python .venv/bin/python tools/python_overhead.py --model /tmp/llama-small
+  PYTHONPATH=build/python .venv/bin/python tools/python_overhead.py --model DIR
 """
 import argparse
 import json

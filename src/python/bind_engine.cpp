@@ -113,8 +113,6 @@ void bind_engine(nb::module_& m) {
       .def_ro("step_calls", &PyEngine::step_calls)
       .def_ro("step_seconds", &PyEngine::step_seconds)
       .def_prop_ro("has_tokenizer", [](PyEngine& e) { return e.engine().tokenizer() != nullptr; })
-      .def_prop_ro("max_model_len", [](PyEngine& e) { return e.engine().max_model_len(); })
-      .def_prop_ro("vocab_size", [](PyEngine& e) { return e.engine().model().config().vocab_size; })
       .def_prop_ro("args", [](PyEngine& e) { return e.engine().args(); })
       .def(
           "encode",
