@@ -1,6 +1,7 @@
 #include "bench/roofline.h"
 
 #include <emmintrin.h>
+#include <nlohmann/json.hpp>
 #include <sys/mman.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 #include "io/quant_config.h"
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/error.h"

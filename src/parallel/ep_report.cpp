@@ -1,6 +1,7 @@
 #include "parallel/ep_report.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "model/eplb.h"

@@ -3,7 +3,7 @@
 // step, time in the all-to-alls, EPLB's rebalances.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/collective.h"
 #include "model/expert_parallel.h"

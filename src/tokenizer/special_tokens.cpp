@@ -1,6 +1,7 @@
 #include "tokenizer/special_tokens.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "tokenizer/json_file.h"

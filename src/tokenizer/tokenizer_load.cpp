@@ -1,6 +1,7 @@
 // Building a Tokenizer from tokenizer.json and the special-token files beside it.
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "core/error.h"
