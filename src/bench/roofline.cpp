@@ -35,7 +35,7 @@ uint64_t read_bytes_sse2(const uint8_t* p, size_t begin, size_t end) {
 
 namespace {
 
-double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+double elapsed_seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
@@ -47,7 +47,7 @@ double peak_rate(ThreadPool& pool, double (*loop)(int64_t), double ops_per_iter)
     auto t0 = std::chrono::steady_clock::now();
     volatile double sink = loop(iters);
     (void)sink;
-    if (seconds(t0, std::chrono::steady_clock::now()) > 0.05 || iters > (int64_t(1) << 34)) break;
+    if (elapsed_seconds(t0, std::chrono::steady_clock::now()) > 0.05 || iters > (int64_t(1) << 34)) break;
     iters *= 4;
   }
   iters *= 3;
@@ -58,7 +58,7 @@ double peak_rate(ThreadPool& pool, double (*loop)(int64_t), double ops_per_iter)
       volatile double sink = loop(iters);
       (void)sink;
     });
-    const double s = seconds(t0, std::chrono::steady_clock::now());
+    const double s = elapsed_seconds(t0, std::chrono::steady_clock::now());
     best = std::max(best, double(pool.size()) * double(iters) * ops_per_iter / s);
   }
   return best;
@@ -107,7 +107,7 @@ double measure_read_bandwidth(int threads, size_t bytes, int repeats) {
     pool.parallel_for(int64_t(bytes) / kLine, [&](int64_t b, int64_t e, int t) {
       sink[size_t(t)] ^= read_bytes(p, size_t(b * kLine), size_t(e * kLine));
     });
-    rates.push_back(double(bytes) / seconds(t0, std::chrono::steady_clock::now()) / 1e9);
+    rates.push_back(double(bytes) / elapsed_seconds(t0, std::chrono::steady_clock::now()) / 1e9);
   }
   ::munmap(mem, bytes);
   std::sort(rates.begin(), rates.end());

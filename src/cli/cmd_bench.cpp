@@ -26,7 +26,7 @@ using server::PromptLine;
 
 namespace {
 
-const char* kUsage =
+const char* kBenchUsage =
     "usage: gannet bench <roofline|decode|prefill|throughput|grammar> [flags]\n"
     "\n"
     "  roofline                     measure read bandwidth and arithmetic peaks; cached as JSON\n"
@@ -92,7 +92,7 @@ void emit(const bench::Report& rep, const Flags& f) {
 
 int cmd_bench(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    std::fputs(kBenchUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
   const std::string which = args[0];
@@ -114,7 +114,7 @@ int cmd_bench(const Args& args) {
   if (f.has("no-prefix-caching") && f.has("enable-prefix-caching"))
     throw UsageError("--enable-prefix-caching and --no-prefix-caching contradict each other");
   if (f.has("help")) {
-    std::fputs(kUsage, stdout);
+    std::fputs(kBenchUsage, stdout);
     return 0;
   }
   if (which == "grammar") {

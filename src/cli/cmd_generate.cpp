@@ -26,7 +26,7 @@ using server::PromptLine;
 
 namespace {
 
-const char* kUsage =
+const char* kGenerateUsage =
     "usage: gannet generate --model DIR (--prompt TEXT | --prompts FILE.jsonl) [flags]\n"
     "\n"
     "sampling (defaults for every prompt):\n"
@@ -93,7 +93,7 @@ int cmd_generate(const Args& args) {
   bools.insert(kEngineBoolFlags.begin(), kEngineBoolFlags.end());
   Flags f(args, values, bools);
   if (f.has("help")) {
-    std::fputs(kUsage, stdout);
+    std::fputs(kGenerateUsage, stdout);
     return 0;
   }
   EngineArgs ea;

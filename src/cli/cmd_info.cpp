@@ -20,7 +20,7 @@
 namespace gannet::cli {
 
 namespace {
-const char* kUsage =
+const char* kInfoUsage =
     "usage: gannet info --model DIR [--quantize none|fp8|int8] [--memory SIZE] [--json]\n"
     "\n"
     "Prints the architecture, parameter count, bytes by dtype, KV-cache bytes per token and\n"
@@ -126,7 +126,7 @@ int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const 
 int cmd_info(const Args& args) {
   Flags f(args, {"model", "quantize", "memory"}, {"json", "help"});
   if (f.has("help")) {
-    std::fputs(kUsage, stdout);
+    std::fputs(kInfoUsage, stdout);
     return 0;
   }
   const std::string dir = f.require("model");

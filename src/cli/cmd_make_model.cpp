@@ -10,7 +10,7 @@
 namespace gannet::cli {
 
 namespace {
-const char* kUsage =
+const char* kMakeModelUsage =
     "usage: gannet make-model --arch llama|qwen2|qwen3|deepseek_v41 --preset tiny|small|1b --out DIR\n"
     "                         [--seed N] [--dtype f32|bf16|f16|fp8|int8] [--shard-size BYTES]\n"
     "                         [--config-overrides JSON]\n"
@@ -35,7 +35,7 @@ const char* kUsage =
 int cmd_make_model(const Args& args) {
   Flags f(args, {"arch", "preset", "seed", "out", "dtype", "shard-size", "config-overrides", "router-skew"}, {"help"});
   if (f.has("help")) {
-    std::fputs(kUsage, stdout);
+    std::fputs(kMakeModelUsage, stdout);
     return 0;
   }
   model::RandomCheckpointOptions opt;

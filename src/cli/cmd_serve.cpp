@@ -11,7 +11,7 @@ namespace gannet::cli {
 
 namespace {
 
-const char* kUsage =
+const char* kServeUsage =
     "usage: gannet serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
     "                    [--served-model-name NAME] [--chat-template FILE] [--max-body-bytes N]\n"
     "                    [--http-threads N] [engine flags]\n"
@@ -39,7 +39,7 @@ int cmd_serve(const Args& args) {
   bools.insert(kEngineBoolFlags.begin(), kEngineBoolFlags.end());
   Flags f(args, values, bools);
   if (f.has("help")) {
-    std::fputs(kUsage, stdout);
+    std::fputs(kServeUsage, stdout);
     return 0;
   }
   EngineArgs ea;

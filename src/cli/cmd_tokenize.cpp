@@ -15,7 +15,7 @@ namespace gannet::cli {
 
 namespace {
 
-const char* kUsage =
+const char* kTokenizeUsage =
     "usage: gannet tokenize --model DIR [--decode] [--add-special-tokens]\n"
     "\n"
     "Reads JSON lines from stdin and writes one JSON line per input line to stdout.\n"
@@ -62,7 +62,7 @@ json handle_line(const tokenizer::Tokenizer& tok, const std::string& line, bool 
 int cmd_tokenize(const Args& args) {
   Flags flags(args, {"model"}, {"decode", "add-special-tokens", "help"});
   if (flags.has("help")) {
-    std::cout << kUsage;
+    std::cout << kTokenizeUsage;
     return 0;
   }
   const bool decode = flags.has("decode");

@@ -11,7 +11,7 @@ namespace gannet::cli {
 
 namespace {
 
-const char* kUsage =
+const char* kMainUsage =
     "usage: gannet <command> [flags]\n"
     "\n"
     "commands:\n"
@@ -28,7 +28,7 @@ const char* kUsage =
 
 int main_dispatch(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    std::fputs(kMainUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   std::string cmd = argv[1];
@@ -55,7 +55,7 @@ int main_dispatch(int argc, char** argv) {
     else if (cmd == "make-model") rc = cmd_make_model(args);
     else if (cmd == "serve") rc = cmd_serve(args);
     else if (cmd == "tokenize") rc = cmd_tokenize(args);
-    else std::fprintf(stderr, "gannet: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+    else std::fprintf(stderr, "gannet: unknown command '%s'\n\n%s", cmd.c_str(), kMainUsage);
     return end(rc, false);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "gannet %s%s: %s\n(run `gannet %s --help` for usage)\n", cmd.c_str(), who.c_str(),

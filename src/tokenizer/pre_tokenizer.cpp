@@ -25,7 +25,7 @@ SplitBehavior parse_behavior(const nlohmann::json& j) {
   fail("pre_tokenizer: Split behavior \"", b, "\" is unknown");
 }
 
-bool get_bool(const nlohmann::json& j, const char* key, bool def) {
+bool get_step_bool(const nlohmann::json& j, const char* key, bool def) {
   if (!j.contains(key) || j[key].is_null()) return def;
   if (!j[key].is_boolean()) fail("pre_tokenizer: \"", key, "\" must be true or false");
   return j[key].get<bool>();
@@ -106,18 +106,18 @@ void PreTokenizer::parse_step(const nlohmann::json& j, std::vector<Step>& steps,
       fail("pre_tokenizer: Split: ", e.what());
     }
     step.behavior = parse_behavior(j.contains("behavior") ? j["behavior"] : nlohmann::json());
-    step.invert = get_bool(j, "invert", false);
+    step.invert = get_step_bool(j, "invert", false);
     steps.push_back(std::move(step));
   } else if (type == "ByteLevel") {
     Step step{Step::Kind::kByteLevel, {}};
-    step.add_prefix_space = get_bool(j, "add_prefix_space", true);
-    if (get_bool(j, "use_regex", true)) step.regex.emplace_back(kGpt2Pattern);
+    step.add_prefix_space = get_step_bool(j, "add_prefix_space", true);
+    if (get_step_bool(j, "use_regex", true)) step.regex.emplace_back(kGpt2Pattern);
     steps.push_back(std::move(step));
     byte_level = true;
   } else if (type == "Digits") {
     // Hugging Face splits on char::is_numeric, Isolated per digit or Contiguous runs.
     Step step{Step::Kind::kSplit, {}};
-    step.regex.emplace_back(get_bool(j, "individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
+    step.regex.emplace_back(get_step_bool(j, "individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
     steps.push_back(std::move(step));
   } else {
     fail("pre_tokenizer: type \"", type, "\" is unsupported (supported: Sequence, Split, ByteLevel, Digits)");

@@ -1,5 +1,6 @@
 // The same checkpoint described by different config.json spellings computes the same bits;
 // a spelling that changes the rope really changes the logits (nothing is ignored).
+// labels: exact sanitize
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -1,6 +1,7 @@
 // DeepSeek-V4-Flash in the engine (tests/golden/deepseek-v4-tiny, token-id prompts): the
 // reference's greedy ids with --no-kv-fake-quant, and bit-identical results alone or
 // batched, one-shot or chunked (budget 3 splits ratio-4 and ratio-8 groups), async or not.
+// labels: exact sanitize
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -6,6 +6,7 @@
 // seeded samples (forked state slots). Greedy decoding reproduces the reference's ids.
 // Afterwards every block and state slot is free. The cache holds the compact forms:
 // 890 bytes per token at V4.1-Flash's widths (test_io_deepseek_v41_config).
+// labels: exact sanitize
 #include <gtest/gtest.h>
 
 #include <cstdlib>

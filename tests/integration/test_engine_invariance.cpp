@@ -4,6 +4,7 @@
 // scheduling on or off — for greedy and seeded temperature-1 sampling, n > 1, stop
 // strings, stop token ids and prompt logprobs. After every scenario all blocks, slots and
 // executor rows are free.
+// labels: exact sanitize
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -9,6 +9,7 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
+// labels: sanitize
 #include <execinfo.h>
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,6 +1,7 @@
 // Engine outputs: n > 1 samples (shared prompt blocks, each sample reproducible alone),
 // stop strings split across tokens, stop token ids, min_tokens, prompt logprobs, seeds
 // drawn and reported, and bad requests rejected without disturbing others.
+// labels: exact sanitize
 #include <gtest/gtest.h>
 
 #include <filesystem>

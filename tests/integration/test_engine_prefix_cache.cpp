@@ -7,6 +7,7 @@
 // so none of these can pass by missing the cache. The disk tier: evicted blocks come back
 // from disk, a restart finds the last run's blocks, corrupt files are dropped, another
 // model's files are ignored, and the size budget holds.
+// labels: exact sanitize
 #include <gtest/gtest.h>
 
 #include <unistd.h>

@@ -6,6 +6,7 @@
 // token ids and logprobs, sequentially, batched and chunked (replays split across steps),
 // async or not, with decoder bounded replay on, after preemption, and from the disk tier.
 // Hits and replayed positions are counted, so none of it can pass by missing the cache.
+// labels: exact sanitize
 #include <gtest/gtest.h>
 
 #include <unistd.h>

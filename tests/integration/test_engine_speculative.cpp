@@ -4,6 +4,7 @@
 // strings that cut inside an accepted run; alone or batched, with small chunk budgets,
 // under preemption, on 1 or 2 threads, async scheduling on or off, k = 1, 4 or 8. The
 // drafts really are accepted (counted), and nothing leaks.
+// labels: exact sanitize
 #include <gtest/gtest.h>
 
 #include <map>

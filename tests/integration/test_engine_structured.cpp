@@ -4,6 +4,7 @@
 // however requests are batched, chunked, preempted or scheduled (async on/off), and with
 // n-gram speculation; a specification that does not compile fails only its request; the
 // trigger leaves the text before it free; min_tokens yields to a finished document.
+// labels: sanitize
 #include <gtest/gtest.h>
 
 // libstdc++'s <regex> trips GCC's -Wmaybe-uninitialized under the sanitizers (a false

@@ -27,10 +27,16 @@ def gannet():
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
-    """Tiny checkpoints of each dense architecture, made once per session."""
+    """Tiny checkpoints of each dense architecture (read only): under ctest the ones its
+    py_models fixture made for every test file (tests/make_test_models.sh, the same
+    make-model arguments), otherwise made once per session."""
+    archs = ("llama", "qwen2", "qwen3")
+    shared = os.environ.get("GANNET_TEST_MODELS")
+    if shared and (pathlib.Path(shared) / "complete").is_file():
+        return {arch: pathlib.Path(shared) / f"{arch}-tiny" for arch in archs}
     base = tmp_path_factory.mktemp("models")
     out = {}
-    for arch in ("llama", "qwen2", "qwen3"):
+    for arch in archs:
         d = base / f"{arch}-tiny"
         run(["make-model", "--arch", arch, "--preset", "tiny", "--seed", "1", "--out", str(d)])
         out[arch] = d

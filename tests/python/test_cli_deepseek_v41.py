@@ -1,5 +1,6 @@
 """DeepSeek-V4.1 through the binary: info from config.json alone, and generation on the
 tiny reference checkpoint, which has no tokenizer (prompts as token ids)."""
+# labels: exact
 import json
 import os
 import subprocess

@@ -2,6 +2,7 @@
 // tools/make_dtype_tables.py): every FP8 E4M3, E8M0 and FP4 E2M1 code decodes to the same
 // float32 bits (NaN as NaN), and float32 values — ties, subnormals, the largest finite
 // values, overflow, infinities, signed zeros — encode to the same codes.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -2,6 +2,7 @@
 // tools/make_numpy_random_golden.py): default_rng(seed).integers(0, high, 9) for seeds of
 // one to three 32-bit words and bounds on both sides of the 32-bit and 64-bit Lemire
 // paths, and the DeepSeek-V4.1 Engram multipliers (the spec's published values).
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -3,6 +3,7 @@
 // Hugging Face transformers computed in float32 on CPU (tests/golden/*.json, made by
 // tools/make_goldens.py). Tolerance: |ours - ref| <= 5e-5 + 5e-5 * |ref| per logit —
 // both sides compute in f32, differing only in summation order (observed: < 4e-6).
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <cmath>

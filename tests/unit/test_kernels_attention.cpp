@@ -1,6 +1,7 @@
 // Paged attention: every ISA variant bit-identical to the scalar reference, the reference
 // close to double precision, and DESIGN principle 1: a token's output is the same alone,
 // in a mixed batch, in one prefill call, token by token or in chunks, on 1 or 2 threads.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // exp_f32, silu_mul, add, softmax, argmax, rmsnorm and RoPE: every ISA variant
 // bit-identical to the scalar reference, and the reference close to double precision.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <cfloat>

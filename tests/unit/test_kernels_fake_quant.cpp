@@ -1,5 +1,6 @@
 // Fake quantization (fake_quant.h) against tests/golden/fake-quant.json, written from the
 // specification with numpy + ml_dtypes (tools/make_fake_quant_golden.py): every output bit.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,6 +1,7 @@
 // matmul_f32 / matmul_bf16: every ISA variant bit-identical to the scalar reference, the
 // reference close to a double-precision dot, and DESIGN principle 1 (a row's bits do not
 // depend on m, the other rows or the thread count).
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <cfloat>

@@ -1,5 +1,6 @@
 // log_f32 and log1p_f32 against the C library's double-precision results (accuracy in ulp
 // of the correctly rounded f32 value), their special values, and softplus_f32's threshold.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -3,6 +3,7 @@
 // 7 rows of x (and 67, past one block of x rows), 1 or 2 threads, and rows of special
 // codes: NaN, infinities, the largest and subnormal values, scales that overflow or make
 // subnormal products.
+// labels: exact
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>

@@ -4,6 +4,7 @@
 // infinite. Each ISA must give the scalar reference's bits (NaN for NaN: payloads are not
 // specified), with and without the load-time scan (PackedWeight::scan_codes) that enables
 // the f16 route for FP8.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <algorithm>

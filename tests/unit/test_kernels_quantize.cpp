@@ -2,6 +2,7 @@
 // re-implementing them: the largest element of each row / tile lands on the top code, every
 // dequantized element is within half a step of its input, zero stays zero, and non-finite
 // input is refused.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <cmath>

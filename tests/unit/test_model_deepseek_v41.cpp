@@ -4,6 +4,7 @@
 // greedy ids exactly (decoded token by token through the sequence state), the Engram
 // hash ids exactly; and the exactness invariant: any split of the sequence into chunks
 // gives the same bits as one call.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -7,6 +7,7 @@
 //  - bit-exact invariants: seeding the rings in any chunking, or around rejected
 //    positions a verify step computed, gives the same drafts, confidences and logits;
 //    jobs drafted together equal jobs drafted alone.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <cmath>

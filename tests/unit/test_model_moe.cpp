@@ -5,6 +5,7 @@
 // a token's output does not depend on the other tokens of its batch, ties go to the lower
 // expert id, invalid configurations are refused naming the field, and the workspace stops
 // growing once reserved.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // Packed weights: exact byte counts (4-bit included), loading every storage convention
 // zero-copy with its scales, block-scale indexing at partial blocks, the reference
 // product against double precision, and errors that name the tensor and the shape.
+// labels: exact
 #include <gtest/gtest.h>
 #include <unistd.h>
 

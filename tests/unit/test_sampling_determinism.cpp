@@ -1,6 +1,7 @@
 // Determinism: a draw is a pure function of (row, params, history, seed, stream,
 // position). The fast paths (streaming top-k, bit-length buckets) pick exactly the token
 // that the full-sort definition in fixed_point_draw.h picks.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <algorithm>

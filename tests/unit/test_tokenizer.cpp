@@ -1,6 +1,7 @@
 // The DeepSeek V3 tokenizer against ids produced by Hugging Face tokenizers
 // (tests/data/deepseek-v3-reference-encodings.jsonl), plus decoding, streaming
 // detokenization, added tokens, special ids and concurrent use.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <algorithm>

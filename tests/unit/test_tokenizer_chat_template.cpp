@@ -2,6 +2,7 @@
 // tests/golden/chat_templates/ holds the official templates of Llama 3 / 3.1 / 3.2,
 // Qwen 2.5 / 3 and DeepSeek V3 and, per template, 25-33 conversations rendered by
 // transformers (tools/make_chat_template_goldens.py), including those it refuses.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <filesystem>

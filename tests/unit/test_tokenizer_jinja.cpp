@@ -2,6 +2,7 @@
 // templates rendered by the jinja2 package in transformers' chat-template environment
 // (tools/make_jinja_goldens.py). Every rendering must match byte for byte, and every case
 // jinja2 refuses must be refused.
+// labels: exact
 #include <gtest/gtest.h>
 
 #include <filesystem>

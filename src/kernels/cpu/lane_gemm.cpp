@@ -4,14 +4,9 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/parallel_grain.h"
 
 namespace gannet::kernels {
-
-namespace {
-// Below this many multiply-adds the calling thread does it all (waking the pool costs
-// more); which thread computes an output never changes its bits.
-constexpr int64_t kMinParallelMacs = int64_t(1) << 17;
-}  // namespace
 
 void lane_matmul(avx512::LaneOrder order, const float* x, int64_t m, int64_t k, const avx512::LaneWeight& w,
                  int64_t n, float* y, ThreadPool* pool) {

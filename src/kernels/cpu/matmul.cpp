@@ -14,21 +14,11 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/lane_gemm.h"
 #include "kernels/cpu/matmul_impl.h"
+#include "kernels/cpu/parallel_grain.h"
 
 namespace gannet::kernels {
 
 namespace {
-
-// Column ranges handed to threads are multiples of this, so they start on tile edges of
-// most variants (register tiles are 1, 2, 4 or, AVX-512 bf16 prefill, 6 columns wide; a
-// range there may end in a narrower edge tile, which is only a speed matter: each output
-// keeps its own accumulator wherever tiles fall).
-constexpr int64_t kColumnGrain = 16;
-
-// Below this many multiply-adds a call runs on the calling thread: waking the pool costs
-// more than the work (tiny models, test shapes). Which thread computes a column never
-// changes its bits, so this is only a speed decision.
-constexpr int64_t kMinParallelMacs = int64_t(1) << 17;
 
 // From this many x rows on, AVX-512 products run as lane-split GEMMs (lane_gemm.h). Below
 // them the 12-row tiles waste padding and packing w costs more than it saves: on the

@@ -10,6 +10,7 @@
 #include "kernels/cpu/lane_gemm.h"
 #include "kernels/cpu/matmul_impl.h"
 #include "kernels/cpu/packed_matmul_impl.h"
+#include "kernels/cpu/parallel_grain.h"
 
 namespace gannet::kernels {
 
@@ -25,8 +26,6 @@ GANNET_MATMUL_PACKED_COLS(matmul_packed_cols) {
 }  // namespace ref
 
 namespace {
-constexpr int64_t kColumnGrain = 16;
-constexpr int64_t kMinParallelMacs = int64_t(1) << 17;
 // Prefill: from this many x rows on, kPanelRows w rows at a time are dequantized into an
 // f32 panel (exactly dequant_row's values) and the f32 matmul kernel of the same ISA runs
 // on it. That is the canonical f32 dot of each x row with each dequantized w row, which

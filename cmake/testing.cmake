@@ -1,0 +1,54 @@
+# Test labels (ctest -L LABEL). Every test carries its kind (unit, integration, python,
+# fuzz, mpi, build) and may declare more in a line among the first 40 of its source:
+#   // labels: exact sanitize        (C++)
+#   # labels: exact                  (Python)
+# The stages of .ci/run pick tests by these labels, never by name:
+#   exact     guards compiler-independent bits (kernels, goldens, invariance, engine
+#             exactness): `make test-clang` runs them built with clang++.
+#   sanitize  exercises memory lifetimes (unit tests, engine, caches, the disk tier,
+#             request parsing): `make test-sanitize` builds and runs them under
+#             ASan + UBSan. Every unit test and fuzz replay has it.
+# `make test` runs every test, whatever its labels.
+set(GANNET_TEST_LABELS exact sanitize)
+
+# The labels a source file declares, checked against GANNET_TEST_LABELS.
+function(gannet_declared_labels src out)
+  file(STRINGS ${src} lines LIMIT_COUNT 40 REGEX "^(//|#) labels:")
+  set(labels)
+  foreach(line ${lines})
+    string(REGEX REPLACE "^(//|#) labels:" "" line "${line}")
+    separate_arguments(words UNIX_COMMAND "${line}")
+    foreach(w ${words})
+      if(NOT w IN_LIST GANNET_TEST_LABELS)
+        message(FATAL_ERROR "${src}: unknown test label '${w}' (known: ${GANNET_TEST_LABELS})")
+      endif()
+      list(APPEND labels ${w})
+    endforeach()
+  endforeach()
+  set(${out} ${labels} PARENT_SCOPE)
+endfunction()
+
+# Gives test `name` its labels; `target` (may be empty) is the executable it runs, which the
+# per-label build targets (tests-LABEL) then build: `make test-sanitize` builds only those.
+function(gannet_label_test name target)
+  set(labels ${ARGN})
+  list(REMOVE_DUPLICATES labels)
+  set_property(TEST ${name} APPEND PROPERTY LABELS ${labels})
+  if(target)
+    foreach(l ${labels})
+      set_property(GLOBAL APPEND PROPERTY GANNET_LABEL_TARGETS_${l} ${target})
+    endforeach()
+  endif()
+endfunction()
+
+# tests-LABEL: every executable that a test with that label runs (call after all tests).
+function(gannet_label_build_targets)
+  foreach(l ${GANNET_TEST_LABELS})
+    get_property(targets GLOBAL PROPERTY GANNET_LABEL_TARGETS_${l})
+    list(REMOVE_DUPLICATES targets)
+    add_custom_target(tests-${l})
+    if(targets)
+      add_dependencies(tests-${l} ${targets})
+    endif()
+  endforeach()
+endfunction()

@@ -1,0 +1,20 @@
+// How the matrix products split work over the thread pool (matmul, packed_matmul,
+// lane_gemm). Which thread computes an output never changes its bits: these are speed
+// decisions only.
+#pragma once
+
+#include <cstdint>
+
+namespace gannet::kernels {
+
+// Column ranges handed to threads are multiples of this, so they start on tile edges of
+// most variants (register tiles are 1, 2, 4 or, AVX-512 bf16 prefill, 6 columns wide; a
+// range there may end in a narrower edge tile, which is only a speed matter: each output
+// keeps its own accumulator wherever tiles fall).
+inline constexpr int64_t kColumnGrain = 16;
+
+// Below this many multiply-adds a call runs on the calling thread: waking the pool costs
+// more than the work (tiny models, test shapes).
+inline constexpr int64_t kMinParallelMacs = int64_t(1) << 17;
+
+}  // namespace gannet::kernels
