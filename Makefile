@@ -66,4 +66,4 @@ fuzz:
 	@echo "run e.g.: $(BUILD)-fuzz/fuzz/fuzz_safetensors fuzz/corpus/safetensors -max_total_time=60"
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-fuzz $(BUILD)-clang $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-pip $(BUILD)-fuzz $(BUILD)-clang $(BUILD)-clang-pip $(BUILD)-asan

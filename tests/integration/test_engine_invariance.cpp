@@ -12,6 +12,7 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "test_scale.h"
 #include "tiny_checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -20,6 +21,10 @@ using namespace gannet;
 namespace {
 
 const std::string& tiny_model() { return gannet::test_support::tiny_checkpoint("llama", 3); }
+
+// 64 requests; 24 under the sanitizers (test_scale.h), which still fill the 24-block
+// budget below many times over and cover the chunked subset's indices.
+const int kCases = gannet::test_support::scaled(64, 24);
 
 struct Case {
   std::vector<int32_t> prompt;
@@ -112,12 +117,12 @@ void expect_same(const std::map<int, Result>& a, const std::map<int, Result>& b,
 // The reference: every request alone, one-shot prefill.
 const std::map<int, Result>& alone_results() {
   static const std::map<int, Result> ref = [] {
-    auto cases = make_cases(64);
+    auto cases = make_cases(kCases);
     EngineArgs a = base_args();
     a.enable_prefix_caching = 0;  // every prompt computed in full (the scenarios cache)
     engine::Engine e(a);
     std::map<int, Result> all;
-    for (int i = 0; i < 64; ++i) {
+    for (int i = 0; i < kCases; ++i) {
       auto r = run_batch(e, cases, {i});
       all[i] = r.at(i);
     }
@@ -135,17 +140,17 @@ std::vector<int> range(int n) {
 }  // namespace
 
 TEST(EngineInvariance, BatchOf64EqualsAlone) {
-  auto cases = make_cases(64);
+  auto cases = make_cases(kCases);
   for (bool async : kModes) {
     engine::Engine e(base_args(async));
     ASSERT_EQ(e.async_scheduling(), async);
-    auto batch = run_batch(e, cases, range(64));
+    auto batch = run_batch(e, cases, range(kCases));
     expect_same(alone_results(), batch, mode_name(async));
   }
 }
 
 TEST(EngineInvariance, ChunkedPrefillEqualsOneShot) {
-  auto cases = make_cases(64);
+  auto cases = make_cases(kCases);
   const std::vector<int> subset = {0, 1, 2, 3, 5, 8, 13, 21};
   std::map<int, Result> ref;
   for (int i : subset) ref[i] = alone_results().at(i);
@@ -160,25 +165,25 @@ TEST(EngineInvariance, ChunkedPrefillEqualsOneShot) {
 }
 
 TEST(EngineInvariance, PreemptionUnderSmallBudgetEqualsAmple) {
-  auto cases = make_cases(64);
+  auto cases = make_cases(kCases);
   for (bool async : kModes) {
     EngineArgs a = base_args(async);
     // 24 blocks of 16 tokens: far less than 64 prompts need at once.
     a.kv_cache_memory = uint64_t(24) * 16 * 512;
     engine::Engine e(a);
-    auto r = run_batch(e, cases, range(64));
+    auto r = run_batch(e, cases, range(kCases));
     EXPECT_GT(e.scheduler().num_preemptions(), 0) << "the budget was meant to force preemptions";
     expect_same(alone_results(), r, mode_name(async));
   }
 }
 
 TEST(EngineInvariance, OneThreadEqualsTwo) {
-  auto cases = make_cases(64);
+  auto cases = make_cases(kCases);
   for (bool async : kModes) {
     EngineArgs a = base_args(async);
     a.threads = 1;
     engine::Engine e(a);
-    auto r = run_batch(e, cases, range(64));
+    auto r = run_batch(e, cases, range(kCases));
     expect_same(alone_results(), r, mode_name(async));
   }
 }
