@@ -262,16 +262,19 @@ def nfa_for(regex, search=False):
 YEAR = r"([1-9]\d{3}|0[1-9]\d{2}|00[1-9]\d|000[1-9])"
 DATE = (r"(" + YEAR + r"-((0[13578]|1[02])-(0[1-9]|[12]\d|3[01])|(0[469]|11)-(0[1-9]|[12]\d|30)|02-(0[1-9]|1\d|2[0-8]))"
         r"|(\d{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29)")
-TIME = r"([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
-TIME_LOOSE = r"\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)"
+TIME = r"([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)"
+TIME_LOOSE = r"\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)"
+OCTET = r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+EMAIL = (r"([A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+|\"([ !#-\[\]-~]|\\[ -~])*\")"
+         r"@([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[(" + OCTET + r"(\." + OCTET + r"){3}|IPv6:[0-9A-Fa-f:.]+)\])")
 FORMATS = {
     "date": DATE,
     "time": TIME,
-    "date-time": DATE + "T" + TIME,
+    "date-time": DATE + "[Tt]" + TIME,
     "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
-    "email": r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+",
+    "email": EMAIL,
 }
-FORMATS_LOOSE = dict(FORMATS, time=TIME_LOOSE, **{"date-time": DATE + "T" + TIME_LOOSE})
+FORMATS_LOOSE = dict(FORMATS, time=TIME_LOOSE, **{"date-time": DATE + "[Tt]" + TIME_LOOSE})
 NUMBER = r"-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?"
 INTEGER = r"-?(0|[1-9]\d*)"
 
@@ -516,12 +519,11 @@ class Grammar:
             if ord(c) < 0x20 or (hi is not None and count >= hi):
                 return set()
             if c == "\\":
-                if regex is not None:  # pattern / format strings have nothing to escape
-                    return set()
                 esc = s[j + 1:j + 2]
                 if esc == "":
                     return {INC}
                 if esc in '"\\/bfnrt':
+                    decoded = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}.get(esc, esc)
                     j += 2
                 elif esc == "u":
                     hexes = s[j + 2:j + 6]
@@ -529,9 +531,18 @@ class Grammar:
                         return set()
                     if len(hexes) < 4:
                         return {INC}
+                    decoded = chr(int(hexes, 16))
+                    # pattern / format strings: \u only for what JSON must escape
+                    if regex is not None and not (decoded < " " or decoded in '"\\'):
+                        return set()
                     j += 6
                 else:
                     return set()
+                if regex is not None:  # the pattern sees the decoded character
+                    states = regex.step(states, decoded)
+                    if not states:
+                        return set()
+                    content += decoded
                 count += 1
                 continue
             if regex is not None:
@@ -550,7 +561,7 @@ class Grammar:
             return set()
         prefix = node.get("prefixItems", [])
         items = node.get("items", True)
-        need = max(node.get("minItems", 0), len(prefix))
+        need = node.get("minItems", 0)  # a tuple's prefixes are valid too (JSON Schema 2020-12)
         hi = node.get("maxItems")
 
         def elems(j, n):
@@ -683,8 +694,6 @@ def check_subset(schema, where="#"):
             f"{where}: bare object type (the grammar allows only {{}}, JSON Schema anything)"
     if "array" in types and "enum" not in schema and "const" not in schema:
         assert "items" in schema, f"{where}: give items (a schema or false)"
-        if "prefixItems" in schema:
-            assert not keys & {"minItems", "maxItems"}, f"{where}: prefixItems with min/maxItems"
     assert set(schema.get("required", [])) <= set(schema.get("properties", {})), where
     for name, sub in schema.get("properties", {}).items():
         check_subset(sub, f"{where}/properties/{name}")
@@ -849,7 +858,7 @@ case("contact_form",
      [('{"name":"‸","email":"a@b.co","message":"0123456789"}', "empty name"),
       ('{"name":"Jo","email":"jo@example.com","subject":"‸billing","message":"0123456789"}', "subject not in enum"),
       ('{"name":"Émilie","email":"jo@example.com","message":"court‸"}', "message shorter than 10"),
-      ('{"name":"Jo","email":"jo‸#example.com","message":"0123456789"}', "email without @")])
+      ('{"name":"Jo","email":"jo#example.com‸","message":"0123456789"}', "email without @")])
 
 case("pagination_params",
      obj({"page": irange(1), "per_page": irange(1, 100), "sort": enum("asc", "desc"),
@@ -1067,6 +1076,33 @@ case("command_with_args",
      [('["‸rm","x"]', "command not in enum"),
       ('["cp",‸3]', "argument is a number"),
       ('["ls","-l",‸null]', "argument is null")])
+
+case("tuple_prefixes_open_length",
+     {"type": "array", "prefixItems": [I, S, B], "items": False},
+     [[], [554413996], [1, "ab"], [-3, "", False]],
+     [('[1,"ab",true‸,null]', "a fourth item"),
+      ('[‸"ab"]', "first item must be an integer"),
+      ('[1,‸2]', "second item must be a string")])
+
+case("tuple_bounded_with_rest",
+     {"type": "array", "prefixItems": [S, I], "items": B, "minItems": 1, "maxItems": 4},
+     [["a"], ["a", 1], ["a", 1, True], ["a", 1, True, False]],
+     [('[‸]', "fewer than minItems"),
+      ('["a",1,true,false‸,true]', "more than maxItems"),
+      ('["a",1,‸2]', "items past the prefix are booleans")])
+
+case("timestamps_lower_case",
+     obj({"at": fmt("date-time"), "clock": fmt("time")}, required="all", additional=False),
+     [{"at": "2024-06-01t12:00:00z", "clock": "08:15:00z"}, {"at": "1999-12-31T23:59:59.999+01:00", "clock": "00:00:00Z"}],
+     [('{"at":"2024-06-01‸ 12:00:00z","clock":"08:15:00z"}', "a space for T"),
+      ('{"at":"2024-06-01t12:00:00z","clock":"08:15:00‸x"}', "x is no offset")])
+
+case("email_rfc5321_local_parts",
+     obj({"to": fmt("email")}, required="all", additional=False),
+     [{"to": "o'brien+t!#$%&*/=?^_`{|}~-@example.ie"}, {"to": '"john doe"@example.com'},
+      {"to": "root@localhost"}, {"to": "ops@[192.0.2.1]"}],
+     [('{"to":"john‸ doe"}', "a space outside quotes"),
+      ('{"to":"ops.example.com‸"}', "no @")])
 
 case("geojson_point",
      obj({"type": {"const": "Point"},

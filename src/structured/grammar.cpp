@@ -140,6 +140,63 @@ void Grammar::restrict_bytes(int32_t root, const ByteSet& allowed) {
   if (rules_[size_t(root)].alts.empty()) fail("grammar: rule '", rules_[size_t(root)].name, "' matches nothing once restricted");
 }
 
+void Grammar::json_escape(int32_t root) {
+  ByteSet special;
+  for (int b = 0; b < 0x20; ++b) special.set(size_t(b));
+  special.set('"');
+  special.set('\\');
+  special.set('/');  // kept raw, and also matched as \/
+  std::vector<int32_t> escaped(sets_.size(), -1);  // per byte set: its escaping rule
+  auto escaping = [&](int32_t set_id) {
+    if (escaped.size() <= size_t(set_id)) escaped.resize(size_t(set_id) + 1, -1);
+    if (escaped[size_t(set_id)] >= 0) return escaped[size_t(set_id)];
+    const ByteSet s = sets_[size_t(set_id)];
+    const int32_t r = new_rule("json_escaped");
+    ByteSet raw = s & ~special;
+    if (s['/']) raw.set('/');
+    if (raw.any()) add_alt(r, {bytes_el(*this, raw)});
+    const char* hex = "0123456789abcdef";
+    for (int b = 0; b < 0x80; ++b) {
+      if (!s[size_t(b)] || !special[size_t(b)]) continue;
+      const char* shortform = b == '"' ? "\"" : b == '\\' ? "\\" : b == '/' ? "/" : b == '\b' ? "b" : b == '\f' ? "f"
+                            : b == '\n' ? "n" : b == '\r' ? "r" : b == '\t' ? "t" : nullptr;
+      if (shortform) add_alt(r, literal(*this, std::string("\\") + shortform));
+      if (b == '/') continue;  // \u002F is valid JSON too, but no encoder writes it
+      std::vector<Element> u = literal(*this, "\\u00");
+      auto digit = [&](int v) {
+        ByteSet d;
+        d.set(size_t(uint8_t(hex[v])));
+        if (v >= 10) d.set(size_t(uint8_t(hex[v] - 'a' + 'A')));
+        return bytes_el(*this, d);
+      };
+      u.push_back(digit(b >> 4));
+      u.push_back(digit(b & 15));
+      add_alt(r, std::move(u));
+    }
+    if (rules_[size_t(r)].alts.empty()) fail("grammar: json_escape of an empty byte set");
+    escaped[size_t(set_id)] = r;
+    return r;
+  };
+  const size_t n_before = rules_.size();
+  std::vector<bool> seen(n_before, false);
+  std::vector<int32_t> todo = {root};
+  seen[size_t(root)] = true;
+  while (!todo.empty()) {
+    const int32_t r = todo.back();
+    todo.pop_back();
+    std::vector<std::vector<Element>> alts = rules_[size_t(r)].alts;  // a copy: escaping() adds rules
+    for (auto& alt : alts)
+      for (Element& e : alt) {
+        if (e.kind == Element::Kind::kRule) {
+          if (size_t(e.id) < n_before && !seen[size_t(e.id)]) seen[size_t(e.id)] = true, todo.push_back(e.id);
+          continue;
+        }
+        if ((sets_[size_t(e.id)] & special).any()) e = rule_el(escaping(e.id));
+      }
+    rules_[size_t(r)].alts = std::move(alts);
+  }
+}
+
 std::string Grammar::to_string() const {
   std::ostringstream os;
   auto set_str = [&](const ByteSet& s) {

@@ -55,6 +55,14 @@ class Grammar {
   // other parts of the grammar. Throws gannet::Error if r can then match nothing.
   void restrict_bytes(int32_t r, const ByteSet& allowed);
 
+  // Makes rule r (and what it reaches) match the text of a JSON string's content that
+  // decodes to its language: every byte that JSON must escape (the quote, the backslash,
+  // U+0000-U+001F) is matched in its escaped forms (the short escape where one exists,
+  // \u00XX in either hex case), the slash raw or as \/; other bytes stay raw (a \u escape
+  // of a character that needs none is not matched). Those rules must not be shared with
+  // other parts of the grammar.
+  void json_escape(int32_t r);
+
   // Human-readable dump (tests, debugging): name ::= alternatives with [byte ranges].
   std::string to_string() const;
 

@@ -32,21 +32,24 @@ jint ::= "-"? ( "0" | [1-9] [0-9]* )
 juint ::= "0" | [1-9] [0-9]*
 )G";
 
-// Formats as regular expressions. Dates are real calendar dates (years 0001-9999, the
-// month's length, February 29 in leap years only: what RFC 3339 validators check); times
-// have seconds 00-59 (no leap second: validators disagree on where 60 is allowed) and a
-// required offset.
+// Formats as regular expressions over the decoded string (see json_schema.h for the
+// definition each follows).
 const std::string kYear = "([1-9]\\d{3}|0[1-9]\\d{2}|00[1-9]\\d|000[1-9])";
 const std::string kDate = "(" + kYear +
                           "-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|02-(0[1-9]|1\\d|2[0-8]))"
                           "|(\\d{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29)";
-const std::string kTime = "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d+)?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)";
+const std::string kTime = "([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d+)?([Zz]|[+-]([01]\\d|2[0-3]):[0-5]\\d)";
+const std::string kOctet = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
+const std::string kEmail =
+    "([A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+|\"([ !#-\\[\\]-~]|\\\\[ -~])*\")"  // dot-string (dots anywhere) or quoted
+    "@([A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)*"                                    // domain labels
+    "|\\[(" + kOctet + "(\\." + kOctet + "){3}|IPv6:[0-9A-Fa-f:.]+)\\])";   // or an address literal
 const std::map<std::string, std::string> kFormats = {
     {"date", kDate},
     {"time", kTime},
-    {"date-time", kDate + "T" + kTime},
+    {"date-time", kDate + "[Tt]" + kTime},
     {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
-    {"email", "[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)+"},
+    {"email", kEmail},
 };
 
 const std::set<std::string> kAnnotations = {"title",  "description", "default",    "examples", "$schema",
@@ -434,12 +437,7 @@ class Compiler {
       int32_t r;
       try {
         r = add_regex(g_, pattern, "pattern");
-        ByteSet safe;
-        safe.set();
-        for (int b = 0; b < 0x20; ++b) safe.reset(size_t(b));
-        safe.reset('"');
-        safe.reset('\\');
-        g_.restrict_bytes(r, safe);
+        g_.json_escape(r);  // the decoded string matches: quotes, backslashes, controls escaped
       } catch (const Error& e) {
         bad(ptr + (s.contains("pattern") ? "/pattern" : "/format"), e.what());
       }
@@ -463,12 +461,22 @@ class Compiler {
     int64_t lo = count(s, "minItems", ptr, 0), hi = count(s, "maxItems", ptr, -1);
     if (hi >= 0 && hi < lo) bad(ptr + "/maxItems", "maxItems is below minItems");
     if (!prefix.empty()) {
-      if (s.contains("minItems") || s.contains("maxItems"))
-        bad(ptr + "/minItems", "minItems / maxItems together with prefixItems are not supported");
-      std::string body = "\"[\"" + W;
-      for (size_t i = 0; i < prefix.size(); ++i) body += (i ? W + "\",\"" + W : "") + prefix[i];
-      if (!no_more) body += " (" + W + "\",\"" + W + item + " )*";
-      return "( " + body + W + "\"]\" )";
+      // Every length in [minItems, maxItems] (items: false caps it at the prefix's): the
+      // first min(length, prefix) items match their prefixItems, the rest match items.
+      const int64_t P = int64_t(prefix.size());
+      if (no_more && lo > P)
+        bad(ptr + "/minItems", "minItems " + std::to_string(lo) + " exceeds the " + std::to_string(P) +
+                                   " prefixItems while items is false: no array is valid");
+      const int64_t K = hi >= 0 ? std::min(hi, P) : P;  // prefix positions an array can reach
+      if (K == 0) return "( \"[\"" + W + "\"]\" )";
+      std::string rest;  // after all P prefix items
+      if (K == P && !no_more && hi != P)
+        rest = " (" + W + "\",\"" + W + item + " ){" + std::to_string(std::max<int64_t>(lo - P, 0)) + "," +
+               (hi >= 0 ? std::to_string(hi - P) : "") + "}";
+      std::string chain = prefix[size_t(K - 1)] + rest;  // from prefix item K-1 on
+      for (int64_t i = K - 1; i-- > 0;)
+        chain = prefix[size_t(i)] + " (" + W + "\",\"" + W + chain + " )" + (i + 1 >= lo ? "?" : "");
+      return "( \"[\"" + W + "( " + chain + " )" + (lo == 0 ? "?" : "") + W + "\"]\" )";
     }
     if (no_more || hi == 0) return "( \"[\"" + W + "\"]\" )";
     const std::string more = "(" + W + "\",\"" + W + item + " ){" + std::to_string(lo > 0 ? lo - 1 : 0) + "," +

@@ -60,9 +60,11 @@ TEST(JsonSchema, ObjectsArraysEnumsAndTypes) {
   const std::string misc = R"({"anyOf":[{"enum":["red","green",3,null]},{"type":["boolean","number"]},
     {"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":false},
     {"type":"array","items":{"type":"null"},"minItems":2,"maxItems":3}]})";
-  for (const char* ok : {R"("red")", "3", "null", "true", "-1.5e3", R"([1,"x"])", "[null,null]", "[null,null,null]"})
+  // A tuple's prefixes are valid too (no minItems): [] and [1].
+  for (const char* ok : {R"("red")", "3", "null", "true", "-1.5e3", R"([1,"x"])", "[null,null]", "[null,null,null]",
+                         "[]", "[1]"})
     EXPECT_TRUE(accepts(misc, ok)) << ok;
-  for (const char* bad : {R"("blue")", R"([1,"x",2])", "[null]", "[null,null,null,null]", R"({"a":1})", "[1]"})
+  for (const char* bad : {R"("blue")", R"([1,"x",2])", "[null]", "[null,null,null,null]", R"({"a":1})", R"(["x"])"})
     EXPECT_FALSE(accepts(misc, bad)) << bad;
 }
 
@@ -178,6 +180,72 @@ TEST(JsonSchema, IntegerRangesMatchExactlyTheirIntegers) {
   }
 }
 
+// prefixItems with every combination of items and minItems / maxItems: the matcher accepts
+// exactly the arrays an independent reading of JSON Schema 2020-12 validates (length within
+// the bounds, the first items matching their prefixItems, the rest matching items), over
+// every array of up to 4 values drawn from one of each type; impossible bounds are refused.
+TEST(JsonSchema, PrefixItemsTakeEveryLengthTheSchemaAllows) {
+  const std::vector<std::string> values = {"1", "\"a\"", "true", "null"};  // integer, string, boolean, null
+  const std::vector<int> prefix = {0, 1, 2};                              // prefixItems: integer, string, boolean
+  const std::vector<std::string> items = {"", ",\"items\":false", ",\"items\":{\"type\":\"null\"}"};
+  int checked = 0;
+  for (size_t it = 0; it < items.size(); ++it)
+    for (int lo : {-1, 0, 1, 2, 4})
+      for (int hi : {-1, 0, 1, 2, 3, 5}) {
+        if (lo >= 0 && hi >= 0 && hi < lo) continue;
+        std::string schema = R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"string"},{"type":"boolean"}])" +
+                             items[it];
+        if (lo >= 0) schema += ",\"minItems\":" + std::to_string(lo);
+        if (hi >= 0) schema += ",\"maxItems\":" + std::to_string(hi);
+        schema += "}";
+        if (it == 1 && lo > 3) {  // items false caps the length at 3
+          EXPECT_NE(error_of(schema).find("#/minItems"), std::string::npos) << schema;
+          continue;
+        }
+        auto a = std::make_shared<Automaton>(std::make_shared<const Grammar>(compile_json_schema(schema)), bytes_vocab());
+        for (int len = 0; len <= 4; ++len) {
+          int total = 1;
+          for (int k = 0; k < len; ++k) total *= 4;
+          for (int code = 0; code < total; ++code) {
+            std::string doc = "[";
+            bool valid = (lo < 0 || len >= lo) && (hi < 0 || len <= hi);
+            for (int k = 0, c = code; k < len; ++k, c /= 4) {
+              doc += (k ? "," : "") + values[size_t(c % 4)];
+              if (k < 3) valid &= c % 4 == prefix[size_t(k)];
+              else if (it == 1) valid = false;
+              else if (it == 2) valid &= c % 4 == 3;
+            }
+            doc += "]";
+            Matcher m(a, 0);
+            EXPECT_EQ(m.accept_bytes(doc) && m.can_end(), valid) << schema << " " << doc;
+            ++checked;
+          }
+        }
+      }
+  EXPECT_GT(checked, 10000);
+}
+
+// Email: RFC 5321 mailboxes (atext and dots, quoted local parts with JSON-escaped quotes,
+// single-label domains, address literals); pattern strings match the decoded text, so
+// quotes, backslashes and control characters come in their JSON escapes.
+TEST(JsonSchema, EmailAndEscapesInPatternStrings) {
+  const std::string email = R"({"type":"string","format":"email"})";
+  for (const char* ok : {R"("a.b@example.org")", R"("!#$%&'*+/=?^_`{|}~-@x.y")", R"("\"john doe\"@example.com")",
+                         R"("\"a\\\"b\"@x.io")", R"("user@localhost")", R"("u@[192.168.0.1]")",
+                         R"("u@[IPv6:2001:db8::1]")", R"(".a..b.@x.com")", R"("a\/b@x.com")"})
+    EXPECT_TRUE(accepts(email, ok)) << ok;
+  for (const char* bad : {R"("a.b example.org")", R"("@x.com")", R"("a@")", R"("a@b..c")", R"("a@[300.1.1.1]")",
+                          R"("a b@x.com")", R"("\"a\"b\"@x.com")", R"("a@b_c.com")"})
+    EXPECT_FALSE(accepts(email, bad)) << bad;
+  const std::string quote = R"({"type":"string","pattern":"^a\"b\\\\c\nd$"})";  // a " b \ c newline d
+  EXPECT_TRUE(accepts(quote, R"("a\"b\\c\nd")"));
+  EXPECT_TRUE(accepts(quote, R"("a\u0022b\u005Cc\u000ad")"));
+  EXPECT_FALSE(accepts(quote, "\"a\"b\\\\c\nd\""));  // a raw quote ends the string; a raw newline is not JSON
+  const std::string x = R"({"type":"string","pattern":"x"})";
+  EXPECT_TRUE(accepts(x, R"("\"x\"\t")"));
+  EXPECT_FALSE(accepts(x, R"("\"y\"")"));
+}
+
 // format: date accepts exactly the calendar's dates (checked against the Gregorian rules
 // for every month and day of years around century and leap boundaries); time and
 // date-time refuse second 60 and need an offset.
@@ -204,6 +272,11 @@ TEST(JsonSchema, DateFormatIsTheCalendar) {
   EXPECT_FALSE(accepts(R"({"type":"string","format":"time"})", R"("12:00:00")"));
   EXPECT_TRUE(accepts(R"({"type":"string","format":"date-time"})", R"("2024-02-29T00:00:00Z")"));
   EXPECT_FALSE(accepts(R"({"type":"string","format":"date-time"})", R"("2023-02-29T00:00:00Z")"));
+  // RFC 3339 §5.6: T and Z may be lower case.
+  EXPECT_TRUE(accepts(R"({"type":"string","format":"date-time"})", R"("2024-02-29t00:00:00z")"));
+  EXPECT_TRUE(accepts(R"({"type":"string","format":"date-time"})", R"("2024-02-29t00:00:00.25-08:00")"));
+  EXPECT_TRUE(accepts(R"({"type":"string","format":"time"})", R"("12:00:00z")"));
+  EXPECT_FALSE(accepts(R"({"type":"string","format":"date-time"})", R"("2024-02-29 00:00:00Z")"));
 }
 
 // allOf merges its branches with the keywords beside it; anyOf's siblings hold in every
