@@ -28,6 +28,24 @@ function(gannet_declared_labels src out)
   set(${out} ${labels} PARENT_SCOPE)
 endfunction()
 
+# Under the sanitizers a test's own code builds at -O0 (tests/CMakeLists.txt); a test
+# whose own code does the heavy work (parsing large JSON goldens with the header-only
+# JSON library, walking a whole vocabulary) declares, among its first 40 lines,
+#   // sanitized build: -O1
+# and keeps -O1 there, so it does not run several times slower than it compiles faster.
+function(gannet_declared_sanitized_opt src out)
+  file(STRINGS ${src} lines LIMIT_COUNT 40 REGEX "^// sanitized build:")
+  set(opt -O0)
+  foreach(line ${lines})
+    string(REGEX REPLACE "^// sanitized build: *" "" line "${line}")
+    if(NOT line MATCHES "^-O[0-3]$")
+      message(FATAL_ERROR "${src}: '// sanitized build:' takes one of -O0..-O3, not '${line}'")
+    endif()
+    set(opt ${line})
+  endforeach()
+  set(${out} ${opt} PARENT_SCOPE)
+endfunction()
+
 # Gives test `name` its labels; `target` (may be empty) is the executable it runs, which the
 # per-label build targets (tests-LABEL) then build: `make test-sanitize` builds only those.
 function(gannet_label_test name target)

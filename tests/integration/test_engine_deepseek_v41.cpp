@@ -21,6 +21,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/model.h"
+#include "test_scale.h"
 
 using namespace gannet;
 
@@ -35,6 +36,18 @@ struct Case {
   std::vector<int32_t> prompt;
   SamplingParams params;
 };
+
+// 24 requests (12 under the sanitizers, test_scale.h): sampled and greedy, n = 3 forks,
+// prompts of 1-60 tokens, enough that the KV budgets below force preemption.
+const int kCases = test_support::scaled(24, 12);
+
+// The members of `want` below kCases.
+std::vector<int> below_cases(std::vector<int> want) {
+  std::vector<int> v;
+  for (int i : want)
+    if (i < kCases) v.push_back(i);
+  return v;
+}
 
 std::vector<Case> make_cases(int count) {
   std::mt19937 rng(77);
@@ -116,10 +129,10 @@ std::vector<int> range(int n) {
 
 const std::map<int, Result>& alone() {
   static const std::map<int, Result> ref = [] {
-    auto cases = make_cases(24);
+    auto cases = make_cases(kCases);
     engine::Engine e(base_args(false));
     std::map<int, Result> all;
-    for (int i = 0; i < 24; ++i) all[i] = run_batch(e, cases, {i}).at(i);
+    for (int i = 0; i < kCases; ++i) all[i] = run_batch(e, cases, {i}).at(i);
     return all;
   }();
   return ref;
@@ -147,16 +160,16 @@ TEST(EngineDeepseekV41, GreedyMatchesReference) {
 }
 
 TEST(EngineDeepseekV41, BatchEqualsAlone) {
-  auto cases = make_cases(24);
+  auto cases = make_cases(kCases);
   for (bool async : {false, true}) {
     engine::Engine e(base_args(async));
-    expect_same(alone(), run_batch(e, cases, range(24)), async ? "async on" : "async off");
+    expect_same(alone(), run_batch(e, cases, range(kCases)), async ? "async on" : "async off");
   }
 }
 
 TEST(EngineDeepseekV41, ChunkedPrefillEqualsOneShot) {
-  auto cases = make_cases(24);
-  const std::vector<int> subset = {0, 1, 2, 3, 5, 8, 11, 13};
+  auto cases = make_cases(kCases);
+  const std::vector<int> subset = below_cases({0, 1, 2, 3, 5, 8, 11, 13});
   std::map<int, Result> ref;
   for (int i : subset) ref[i] = alone().at(i);
   for (bool async : {false, true})
@@ -170,22 +183,22 @@ TEST(EngineDeepseekV41, ChunkedPrefillEqualsOneShot) {
 }
 
 TEST(EngineDeepseekV41, PreemptionAndOneThreadEqualAlone) {
-  auto cases = make_cases(24);
+  auto cases = make_cases(kCases);
   for (bool async : {false, true}) {
     EngineArgs a = base_args(async);
-    // The 32 state slots and 12 blocks of 16 positions: far less than 24 requests need.
+    // The 32 state slots and 12 blocks of 16 positions: far less than kCases requests need.
     io::ModelConfig cfg = io::load_model_config(model_dir());
     io::Checkpoint ck(model_dir());
     const kernels::CacheSpec spec = model::create_model(cfg, ck)->cache_spec();
     a.kv_cache_memory = 32 * uint64_t(spec.state_bytes_per_seq) + 12 * spec.bytes_per_block(16);
     engine::Engine e(a);
-    auto r = run_batch(e, cases, range(24));
+    auto r = run_batch(e, cases, range(kCases));
     EXPECT_GT(e.scheduler().num_preemptions(), 0) << "the budget was meant to force preemptions";
     expect_same(alone(), r, std::string("preemption, ") + (async ? "async on" : "async off"));
     EngineArgs b = base_args(async);
     b.threads = 1;
     engine::Engine e1(b);
-    expect_same(alone(), run_batch(e1, cases, range(24)), std::string("1 thread, ") + (async ? "async on" : "async off"));
+    expect_same(alone(), run_batch(e1, cases, range(kCases)), std::string("1 thread, ") + (async ? "async on" : "async off"));
   }
 }
 
@@ -197,8 +210,8 @@ namespace {
 // batched, one-shot or chunked (budget 7 splits the replay boundary), async or not; prompt
 // logprobs are refused while it is on.
 TEST(EngineDeepseekV41, BoundedReplayIsBatchAndChunkInvariant) {
-  auto cases = make_cases(24);
-  const std::vector<int> subset = {0, 2, 3, 4, 6, 9, 10, 12, 14};
+  auto cases = make_cases(kCases);
+  const std::vector<int> subset = below_cases({0, 2, 3, 4, 6, 9, 10, 12, 14});
   std::map<int, Result> ref;
   {
     EngineArgs a = base_args(false);
@@ -238,6 +251,10 @@ namespace {
 // drafts never overwrite what the next step reads. Outputs equal plain decoding's bit for
 // bit, batched, with small chunk budgets, under preemption, async on or off; drafts are
 // both accepted and rejected along the way.
+// 16 requests for the n-gram test (fewer give too few accepted drafts to check); the
+// DSpark tests take subsets, smaller under the sanitizers (test_scale.h).
+const int kSpecCases = 16;
+
 std::vector<Case> spec_cases() {
   std::mt19937 rng(99);
   std::vector<Case> cases;
@@ -267,7 +284,7 @@ TEST(EngineDeepseekV41, SpeculativeNgramEqualsPlain) {
   std::map<int, Result> ref;
   {
     engine::Engine e(base_args(false));
-    for (int i = 0; i < 16; ++i) ref[i] = run_batch(e, cases, {i}).at(i);
+    for (int i = 0; i < kSpecCases; ++i) ref[i] = run_batch(e, cases, {i}).at(i);
   }
   auto spec_args = [](bool async) {
     EngineArgs a = base_args(async);
@@ -279,7 +296,7 @@ TEST(EngineDeepseekV41, SpeculativeNgramEqualsPlain) {
   for (bool async : {false, true}) {
     engine::Engine e(spec_args(async));
     // Statistics from the same run.
-    for (int i = 0; i < 16; ++i) e.add_request("r" + std::to_string(i), cases[size_t(i)].prompt, cases[size_t(i)].params);
+    for (int i = 0; i < kSpecCases; ++i) e.add_request("r" + std::to_string(i), cases[size_t(i)].prompt, cases[size_t(i)].params);
     std::map<int, Result> got;
     while (e.has_unfinished())
       for (RequestOutput& o : e.step())
@@ -301,7 +318,7 @@ TEST(EngineDeepseekV41, SpeculativeNgramEqualsPlain) {
     EngineArgs b = spec_args(async);
     b.max_num_batched_tokens = 7;
     engine::Engine eb(b);
-    expect_same(ref, run_batch(eb, cases, range(16)), "speculative, budget 7");
+    expect_same(ref, run_batch(eb, cases, range(kSpecCases)), "speculative, budget 7");
     // Preemption: state slots for all, 10 blocks of 16 positions.
     io::ModelConfig cfg = io::load_model_config(model_dir());
     cfg.speculative_tokens = 6;
@@ -310,7 +327,7 @@ TEST(EngineDeepseekV41, SpeculativeNgramEqualsPlain) {
     EngineArgs c = spec_args(async);
     c.kv_cache_memory = 32 * uint64_t(spec.state_bytes_per_seq) + 10 * spec.bytes_per_block(16);
     engine::Engine ec(c);
-    expect_same(ref, run_batch(ec, cases, range(16)), "speculative, preempted");
+    expect_same(ref, run_batch(ec, cases, range(kSpecCases)), "speculative, preempted");
     EXPECT_GT(ec.scheduler().num_preemptions(), 0);
   }
   EXPECT_GT(accepted, 10) << "drafts were meant to be accepted";
@@ -326,7 +343,8 @@ namespace {
 // test above and the drafter's seeding around rejected positions by its unit tests.)
 TEST(EngineDeepseekV41, SpeculativeDsparkEqualsPlain) {
   const auto cases = spec_cases();
-  const std::vector<int> subset = {0, 1, 2, 5, 8, 11, 13};
+  const std::vector<int> subset =
+      test_support::kSanitized ? std::vector<int>{0, 1, 2, 5} : std::vector<int>{0, 1, 2, 5, 8, 11, 13};
   std::map<int, Result> ref, ref_replay;
   {
     engine::Engine e(base_args(false));
@@ -469,7 +487,8 @@ namespace {
 // batched, chunked, preempted, async or not.
 TEST(EngineDeepseekV41, RejectionSamplingIsBatchInvariant) {
   const auto cases = spec_cases();
-  const std::vector<int> subset = {0, 1, 2, 3, 4, 5, 6};
+  const std::vector<int> subset =
+      test_support::kSanitized ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 1, 2, 3, 4, 5, 6};
   auto args = [](bool async) {
     EngineArgs a = base_args(async);
     a.speculative = "dspark";

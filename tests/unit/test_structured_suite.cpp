@@ -6,6 +6,7 @@
 // tokens are in the masks along the way, and those masks (from the classifications of
 // wide sets) equal the plain trie walk's bit for bit; rolling back and replaying lands on
 // the same masks; documents sampled from the masks parse as JSON.
+// sanitized build: -O1
 #include <gtest/gtest.h>
 
 #include <cstdlib>
