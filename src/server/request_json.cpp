@@ -105,15 +105,27 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
       }
     } else if (k == "response_format") {
       // OpenAI's shape: {"type": "text" | "json_object" | "json_schema",
-      //                  "json_schema": {"name": ..., "schema": {...}, "strict": ...}}
+      //                  "json_schema": {"name": ..., "schema": {...}, "strict": ...}},
+      // and gannet's extension "max_whitespace" for the two JSON types (as in 'structured':
+      // 0, the default, is compact; n allows runs of up to n whitespace characters between
+      // tokens, so ", " and ": " as clients' JSON encoders write them take n >= 1).
       if (!v.is_object() || !v.contains("type") || !v["type"].is_string())
         fail("'response_format' must be an object with a 'type' (text, json_object or json_schema)");
       const std::string type = v["type"].get<std::string>();
+      const bool json_type = type == "json_object" || type == "json_schema";
       for (auto f = v.begin(); f != v.end(); ++f)
-        if (f.key() != "type" && !(type == "json_schema" && f.key() == "json_schema"))
+        if (f.key() != "type" && !(type == "json_schema" && f.key() == "json_schema") &&
+            !(json_type && f.key() == "max_whitespace"))
           fail("'response_format' of type '", type, "' has an unknown field '", f.key(), "'");
       if (type == "text") continue;
       set_structured("response_format");
+      if (json_type && v.contains("max_whitespace")) {
+        const ojson& w = v["max_whitespace"];
+        if (!w.is_number_integer()) fail("'response_format.max_whitespace' must be an integer");
+        const int64_t n = w.get<int64_t>();
+        if (n < 0 || n > 64) fail("'response_format.max_whitespace' must be in [0, 64], got ", n);
+        p.structured.max_whitespace = int(n);
+      }
       if (type == "json_object") {
         p.structured.kind = StructuredOutput::Kind::kJsonObject;
       } else if (type == "json_schema") {

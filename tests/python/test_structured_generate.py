@@ -228,3 +228,51 @@ def test_validator_agrees_with_the_suite_examples():
             assert violation(row["schema"], doc) is None, (row["name"], doc)
         for bad in row["invalid"]:
             assert violation(row["schema"], bad["doc"]) is not None, (row["name"], bad)
+
+
+def test_response_format_max_whitespace_is_honoured(gannet, tiny_models, tmp_path):
+    # OpenAI's response_format takes gannet's max_whitespace for both JSON types: the same
+    # request through response_format and through 'structured' gives the same tokens, and
+    # with n >= 1 whitespace (", " and ": " as json.dumps writes them) is allowed, bounded.
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
+                                                "b": {"type": "boolean"}},
+              "required": ["a", "b"], "additionalProperties": False}
+    fmts = [{"type": "json_object"}, {"type": "json_schema", "json_schema": {"name": "ab", "schema": schema}}]
+    spellings = []
+    for w in (0, 1, 3):
+        for f, structured in zip(fmts, [{"json_object": True}, {"json_schema": schema}]):
+            for seed in range(6):
+                base = {"prompt": f"JSON please {seed}", "max_tokens": 120, "temperature": 1.0, "seed": seed}
+                spellings.append((w, f, dict(base, response_format=dict(f, max_whitespace=w)),
+                                  dict(base, structured=dict(structured, max_whitespace=w))))
+    lines = [x for _, _, r, s in spellings for x in (r, s)]
+    p, out = run_prompts(gannet, tiny_models["llama"], tmp_path / "p.jsonl", lines)
+    assert p.returncode == 0, p.stderr
+    longest = {0: 0, 1: 0, 3: 0}
+    stopped = 0
+    for i, (w, f, r, s) in enumerate(spellings):
+        a, b = out[2 * i], out[2 * i + 1]
+        assert "error" not in a and "error" not in b, (a, b)
+        assert a["token_ids"] == b["token_ids"], (w, f["type"], r["seed"])
+        if a["finish_reason"] != "stop":
+            continue
+        stopped += 1
+        why = violation(schema if f["type"] == "json_schema" else {"type": "object"}, a["text"], w)
+        assert why is None, (w, f["type"], why, a["text"])
+        longest[w] = max(longest[w], longest_whitespace_run(a["text"]))
+    assert stopped >= 6, stopped
+    # The setting changed what was generated: whitespace appears only where it is allowed.
+    assert longest[0] == 0 and longest[1] == 1 and longest[3] >= 2, longest
+
+
+def test_response_format_max_whitespace_errors_name_the_field(gannet, tiny_models, tmp_path):
+    lines = [{"prompt": "x", "max_tokens": 5, "response_format": {"type": "json_object", "max_whitespace": -1}},
+             {"prompt": "x", "max_tokens": 5, "response_format": {"type": "json_object", "max_whitespace": "2"}},
+             {"prompt": "x", "max_tokens": 5, "response_format": {"type": "text", "max_whitespace": 1}},
+             {"prompt": "x", "max_tokens": 5, "response_format": {"type": "json_object", "max_whitespace": 65}}]
+    p, out = run_prompts(gannet, tiny_models["llama"], tmp_path / "p.jsonl", lines)
+    assert p.returncode == 1 and len(out) == len(lines), p.stderr
+    assert "'response_format.max_whitespace' must be in [0, 64], got -1" in out[0]["error"], out[0]
+    assert "'response_format.max_whitespace' must be an integer" in out[1]["error"], out[1]
+    assert "of type 'text' has an unknown field 'max_whitespace'" in out[2]["error"], out[2]
+    assert "got 65" in out[3]["error"], out[3]
