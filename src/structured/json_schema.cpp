@@ -103,6 +103,21 @@ class Compiler {
 
   std::string fresh(const std::string& hint) { return "s" + std::to_string(n_++) + "-" + hint; }
 
+  // An enum or const value: its compact text, with whitespace allowed between its tokens
+  // as everywhere else (clients write {"k": "v"} for the value {"k":"v"} too).
+  std::string value(const Json& v) {
+    if (!v.is_array() && !v.is_object()) return lit(v.dump());
+    if (v.empty()) return "( " + lit(v.is_array() ? "[" : "{") + W + lit(v.is_array() ? "]" : "}") + " )";
+    std::string out = "( " + lit(v.is_array() ? "[" : "{") + W;
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it, first = false) {
+      if (!first) out += W + lit(",") + W;
+      if (v.is_object()) out += lit(Json(it.key()).dump()) + W + lit(":") + W;
+      out += value(*it);
+    }
+    return out + W + lit(v.is_array() ? "]" : "}") + " )";
+  }
+
   // The name of a rule matching schema s (at JSON pointer ptr).
   std::string rule_for(const Json& s, const std::string& ptr) {
     if (s.is_boolean()) {
@@ -180,7 +195,7 @@ class Compiler {
         values = kept;
       }
       if (values.empty()) bad(ptr + (s.contains("enum") ? "/enum" : "/const"), "no value satisfies every keyword");
-      for (const Json& v : values) alts.push_back(lit(v.dump()));
+      for (const Json& v : values) alts.push_back(value(v));
     } else {
       std::vector<std::string> types;
       if (s.contains("type")) {
