@@ -411,7 +411,9 @@ void Engine::add(std::unique_ptr<Request> req) {
       if (grammar_cache_.size() >= 64) grammar_cache_.clear();  // each up to a few MiB of masks
       auto vocab = grammar_vocab_;
       auto job = [so, vocab] {
-        return std::make_shared<structured::Automaton>(structured::compile_structured(so), vocab.get());
+        auto a = std::make_shared<structured::Automaton>(structured::compile_structured(so), vocab.get());
+        a->precompute();  // first visits of masks here, off the decode loop
+        return a;
       };
       it = grammar_cache_.emplace(key, std::async(std::launch::async, job).share()).first;
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -1144,6 +1145,32 @@ void Automaton::fill_mask(int32_t state, std::span<uint32_t> mask) {
   }
   if (masks_.size() >= kMaskCache) masks_.clear();
   masks_.emplace(state, std::vector<uint32_t>(mask.begin(), mask.begin() + (V + 31) / 32));
+}
+
+int64_t Automaton::precompute(int64_t max_sets, double max_ms) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (reference_) return 0;  // the reference learns each step on its own, lazily
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<uint32_t> scratch(size_t((vocab_->size() + 31) / 32));
+  std::vector<int32_t> queue = {start_};
+  std::vector<uint8_t> seen(sets_.size(), 0);
+  seen[size_t(start_)] = 1;
+  size_t qi = 0;
+  for (; qi < queue.size() && int64_t(qi) < max_sets; ++qi) {
+    if (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() > max_ms) break;
+    const int32_t s = queue[qi];
+    fill_mask(s, scratch);
+    for (int32_t c = 0; c < n_classes_; ++c) {
+      const int32_t t = next(s, class_bytes_[size_t(c)][0]);
+      if (t < 0) continue;
+      if (size_t(t) >= seen.size()) seen.resize(sets_.size(), 0);
+      if (!seen[size_t(t)]) {
+        seen[size_t(t)] = 1;
+        queue.push_back(t);
+      }
+    }
+  }
+  return int64_t(qi);
 }
 
 Matcher::Matcher(std::shared_ptr<Automaton> automaton, int max_rollback)

@@ -188,6 +188,13 @@ class Automaton {
  public:
   Automaton(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab);
   const std::shared_ptr<const TokenVocab>& vocab() const { return vocab_; }
+
+  // Pays first visits ahead of decoding: the masks of the sets reachable from the
+  // document's start, nearest first (breadth-first over byte classes), until max_sets
+  // sets or max_ms milliseconds. What that learns (transitions, classifications, long
+  // classes) stays; the masks are the same with or without it. The engine calls it
+  // where it compiles a grammar, off the decode loop. Returns the sets visited.
+  int64_t precompute(int64_t max_sets = 4096, double max_ms = 200);
   const std::shared_ptr<const Grammar>& grammar() const { return g_; }
 
  private:
