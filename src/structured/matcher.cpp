@@ -1110,6 +1110,12 @@ void Automaton::fill_mask(int32_t state, std::span<uint32_t> mask) {
     std::fill(mask.begin() + int64_t(it->second.size()), mask.end(), 0u);
     return;
   }
+  if (auto it = costly_.find(state); it != costly_.end()) {
+    std::copy(it->second.mask.begin(), it->second.mask.end(), mask.begin());
+    std::fill(mask.begin() + int64_t(it->second.mask.size()), mask.end(), 0u);
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
   std::fill(mask.begin(), mask.end(), 0u);
   uint32_t* m = mask.data();
   if (can_end(state))
@@ -1143,8 +1149,21 @@ void Automaton::fill_mask(int32_t state, std::span<uint32_t> mask) {
     }
   }
   }
+  std::vector<uint32_t> made(mask.begin(), mask.begin() + (V + 31) / 32);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  if (us > kCostlyUs) {
+    if (costly_.size() >= kCostlyCache) {
+      auto cheapest = std::min_element(costly_.begin(), costly_.end(),
+                                       [](const auto& a, const auto& b) { return a.second.us < b.second.us; });
+      if (cheapest->second.us < us) costly_.erase(cheapest);
+    }
+    if (costly_.size() < kCostlyCache) {
+      costly_.emplace(state, Costly{us, std::move(made)});
+      return;
+    }
+  }
   if (masks_.size() >= kMaskCache) masks_.clear();
-  masks_.emplace(state, std::vector<uint32_t>(mask.begin(), mask.begin() + (V + 31) / 32));
+  masks_.emplace(state, std::move(made));
 }
 
 int64_t Automaton::precompute(int64_t max_sets, double max_ms) {

@@ -343,6 +343,16 @@ class Automaton {
   // Masks of recently seen sets (a set's mask never changes): kMaskCache at most.
   static constexpr size_t kMaskCache = 64;  // ~1 MiB at 129k tokens
   std::unordered_map<int32_t, std::vector<uint32_t>> masks_;
+  // Masks that took over kCostlyUs to make (a wide trie walk, say): kept apart from the
+  // recent ones, so that the worst case is paid once per grammar (by precompute, when it
+  // reaches them); when full, the cheapest is dropped for a costlier one. ~4 MiB at most.
+  static constexpr size_t kCostlyCache = 256;
+  static constexpr double kCostlyUs = 100;
+  struct Costly {
+    double us;
+    std::vector<uint32_t> mask;
+  };
+  std::unordered_map<int32_t, Costly> costly_;
   // By (tops..., parent): a group's classification and long tokens' class (kGroupCache
   // each at most; the vocabulary keeps them too).
   static constexpr size_t kGroupCache = 1024;
