@@ -176,3 +176,25 @@ def test_quantize_flags_refused_with_their_name(bench_env, tiny_models, gannet):
         j.pop("seed")  # drawn per request when none is given
         return j
     assert result(flag) == result(via_env) and result(flag) != result(plain)
+
+
+def test_grammar_bench_with_and_without_precompute(bench_env, tmp_path, gannet):
+    """bench grammar on two suite schemas: every valid document's tokens are allowed with the
+    engine's compile-time precompute and without it (--no-precompute); the JSON reports the
+    share of masks over 100 us; --no-precompute is refused, by name, for other benches."""
+    from conftest import ROOT
+    lines = [l for l in (ROOT / "tests/data/json_schema_suite.jsonl").read_text().splitlines() if l.strip()][:2]
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text("\n".join(lines) + "\n")
+    n_docs = sum(len(json.loads(l)["valid"]) for l in lines)
+    tok = str(ROOT / "assets/tokenizers/deepseek-v3/tokenizer.json")
+    for extra in ([], ["--no-precompute"]):
+        out = tmp_path / "grammar.json"
+        p = run_bench(bench_env, ["grammar", "--suite", str(suite), "--tokenizer", tok, "--vocab-size", "129280",
+                                  "--json", str(out), *extra])
+        j = json.loads(out.read_text())
+        assert j["schemas"] == 2 and j["compile_failures"] == [] and j["token_failures"] == [], extra
+        assert j["mask_us"]["n"] >= n_docs and 0 <= j["mask_us"]["over_100us"] <= 1, extra
+        assert "over 100 us" in p.stdout
+    p = gannet(["bench", "decode", "--model", "/nonexistent", "--no-precompute"], check=False)
+    assert p.returncode == 2 and "--no-precompute applies to bench grammar only" in p.stderr
