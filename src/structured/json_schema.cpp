@@ -107,7 +107,6 @@ class Compiler {
   // as everywhere else (clients write {"k": "v"} for the value {"k":"v"} too).
   std::string value(const Json& v) {
     if (!v.is_array() && !v.is_object()) return lit(v.dump());
-    if (v.empty()) return "( " + lit(v.is_array() ? "[" : "{") + W + lit(v.is_array() ? "]" : "}") + " )";
     std::string out = "( " + lit(v.is_array() ? "[" : "{") + W;
     bool first = true;
     for (auto it = v.begin(); it != v.end(); ++it, first = false) {
