@@ -130,7 +130,9 @@ TEST(StructuredAudit, EveryValidatedDocumentIsAcceptedAsClientsWriteIt) {
         if (run == 0) continue;  // a scalar, or an empty array or object
         EXPECT_TRUE(accepts(grammar(run), doc)) << name << " (max_whitespace " << run << "): " << doc;
         EXPECT_FALSE(accepts(grammar(0), doc)) << name << " (compact): " << doc;
-        if (run > 1) EXPECT_FALSE(accepts(grammar(run - 1), doc)) << name << " (max_whitespace " << run - 1 << "): " << doc;
+        if (run > 1) {
+          EXPECT_FALSE(accepts(grammar(run - 1), doc)) << name << " (max_whitespace " << run - 1 << "): " << doc;
+        }
         ++n_spaced;
       }
     }
