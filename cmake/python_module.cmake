@@ -21,7 +21,7 @@ find_package(nanobind CONFIG REQUIRED PATHS ${GANNET_NANOBIND_DIR} NO_DEFAULT_PA
 
 file(GLOB GANNET_PYTHON_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/python/*.cpp)
 nanobind_add_module(gannet_python NB_STATIC ${GANNET_PYTHON_SOURCES})
-target_link_libraries(gannet_python PRIVATE gannet_engine)
+target_link_libraries(gannet_python PRIVATE gannet_engine gannet_chat)
 set_target_properties(gannet_python PROPERTIES OUTPUT_NAME _core
                       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python/gannet)
 # nanobind's own sources are not ours: no -Werror on them.

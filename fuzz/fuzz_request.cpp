@@ -1,7 +1,7 @@
 // Fuzz target: OpenAI request bodies (/v1/completions when the first byte is even,
 // /v1/chat/completions when odd) are parsed or refused with an ApiError naming the
 // problem, never a crash; a chat request that parses is rendered with the DeepSeek V3 chat
-// template and the built-in DeepSeek-V4 format, which render it or refuse it with
+// template and DeepSeek's V4 and V4.1 encoders, which render it or refuse it with
 // gannet::Error.
 #include <cstddef>
 #include <cstdint>
@@ -10,17 +10,18 @@
 
 #include "core/error.h"
 #include "server/openai_request.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
+#include "chat/deepseek_v4_encoding.h"
 
 namespace {
 
-const gannet::tokenizer::ChatTemplate* deepseek_v3() {
+const gannet::chat::ChatTemplate* deepseek_v3() {
   static const auto* t = [] {
     const char* src = std::getenv("GANNET_SOURCE_DIR");
     const std::string dir = std::string(src ? src : GANNET_FUZZ_SOURCE_DIR) + "/assets/tokenizers/deepseek-v3";
-    auto found = gannet::tokenizer::ChatTemplate::from_dir(dir);
+    auto found = gannet::chat::ChatTemplate::from_dir(dir);
     if (!found) __builtin_trap();
-    return new gannet::tokenizer::ChatTemplate(*found);
+    return new gannet::chat::ChatTemplate(*found);
   }();
   return t;
 }
@@ -48,9 +49,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)deepseek_v3()->render(r.messages, r.chat);
     } catch (const gannet::Error&) {
     }
-    try {
-      (void)gannet::tokenizer::render_deepseek_v4_chat(r.messages, r.chat);
-    } catch (const gannet::Error&) {
+    for (const auto v : {gannet::chat::DeepseekVersion::kV4, gannet::chat::DeepseekVersion::kV41}) {
+      try {
+        (void)gannet::chat::encode_deepseek_messages(v, r.messages, gannet::chat::DeepseekEncodeOptions{});
+      } catch (const gannet::Error&) {
+      }
     }
   } catch (const gannet::server::ApiError& e) {
     if (e.status < 400 || e.status >= 500 || e.message.empty()) __builtin_trap();

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "python/bindings.h"
-#include "tokenizer/chat_format.h"
+#include "chat/chat_format.h"
 
 namespace nb = nanobind;
 
@@ -39,17 +39,17 @@ class PyEngine {
   // Jinja template) when given.
   std::string render_chat(const std::string& messages, bool add_generation_prompt, const std::string& kwargs,
                           const std::string& tools, const std::optional<std::string>& source) {
-    tokenizer::ChatOptions options;
+    chat::ChatOptions options;
     options.add_generation_prompt = add_generation_prompt;
     options.kwargs = parse_json("chat_template_kwargs", kwargs);
     if (!options.kwargs.is_object()) fail("chat_template_kwargs must be a dict");
     options.tools = parse_json("tools", tools);
     const nlohmann::ordered_json msgs = parse_json("messages", messages);
     if (source) {
-      tokenizer::ChatTemplate t(*source, tokenizer::chat_special_tokens(engine_->args().model));
+      chat::ChatTemplate t(*source, chat::chat_special_tokens(engine_->args().model));
       return t.render(msgs, options);
     }
-    if (!chat_) chat_ = tokenizer::ChatFormat::load(engine_->args().model, "");
+    if (!chat_) chat_ = chat::ChatFormat::load(engine_->args().model, "");
     if (!chat_->available())
       fail(engine_->args().model, " has no chat template (chat_template.jinja or tokenizer_config.json's "
            "\"chat_template\"): give one with chat_template=...");
@@ -66,7 +66,7 @@ class PyEngine {
   }
 
   std::unique_ptr<engine::Engine> engine_;
-  std::optional<tokenizer::ChatFormat> chat_;
+  std::optional<chat::ChatFormat> chat_;
 };
 
 }  // namespace

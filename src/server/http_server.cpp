@@ -16,15 +16,15 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "git_revision.h"
-#include "tokenizer/chat_format.h"
+#include "chat/chat_format.h"
 #include "server/engine_loop.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 
 namespace gannet::server {
 
-using tokenizer::ChatFormat;
-using tokenizer::ReasoningSplitter;
+using chat::ChatFormat;
+using chat::ReasoningSplitter;
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gannet/sampling_params.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace gannet::server {
 
@@ -42,7 +42,7 @@ struct ChatRequest {
   // The conversation as the template gets it: roles checked, text content parts joined
   // by "\n" into one string.
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  tokenizer::ChatOptions chat;
+  chat::ChatOptions chat;
   SamplingParams params;
   bool max_tokens_given = false;  // else: up to the context
   bool stream = false, include_usage = false;

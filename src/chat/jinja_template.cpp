@@ -1,13 +1,13 @@
-#include "tokenizer/jinja_template.h"
+#include "chat/jinja_template.h"
 
 #include <ctime>
 #include <unordered_map>
 
 #include "core/error.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_parser.h"
+#include "chat/jinja_builtins.h"
+#include "chat/jinja_parser.h"
 
-namespace gannet::tokenizer::jinja {
+namespace gannet::chat::jinja {
 
 namespace {
 
@@ -382,4 +382,4 @@ std::string Template::render(const Value& context) const {
   return r.run(*body_, context);
 }
 
-}  // namespace gannet::tokenizer::jinja
+}  // namespace gannet::chat::jinja

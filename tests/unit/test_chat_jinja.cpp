@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "tokenizer/jinja_template.h"
+#include "chat/jinja_template.h"
 
-namespace gannet::tokenizer::jinja {
+namespace gannet::chat::jinja {
 namespace {
 
 std::string source_dir() {
@@ -96,4 +96,4 @@ TEST(Jinja, StrftimeNowUsesTheClockGiven) {
 }
 
 }  // namespace
-}  // namespace gannet::tokenizer::jinja
+}  // namespace gannet::chat::jinja

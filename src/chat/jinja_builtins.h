@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_value.h"
 
-namespace gannet::tokenizer::jinja {
+namespace gannet::chat::jinja {
 
 Value apply_filter(const std::string& name, const Value& x, Args& args);
 bool apply_test(const std::string& name, const Value& x, Args& args);
@@ -29,4 +29,4 @@ List iterate(const Value& v);
 // Python's len().
 int64_t length(const Value& v);
 
-}  // namespace gannet::tokenizer::jinja
+}  // namespace gannet::chat::jinja

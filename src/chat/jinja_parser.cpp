@@ -1,11 +1,11 @@
-#include "tokenizer/jinja_parser.h"
+#include "chat/jinja_parser.h"
 
 #include <cctype>
 #include <cstring>
 
 #include "core/error.h"
 
-namespace gannet::tokenizer::jinja {
+namespace gannet::chat::jinja {
 
 namespace {
 
@@ -788,4 +788,4 @@ Body parse_template(std::string_view source) {
   return p.parse_all();
 }
 
-}  // namespace gannet::tokenizer::jinja
+}  // namespace gannet::chat::jinja

@@ -1,13 +1,13 @@
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
-#include "tokenizer/jinja_template.h"
+#include "chat/jinja_template.h"
 #include "tokenizer/json_file.h"
 
-namespace gannet::tokenizer {
+namespace gannet::chat {
 
 namespace {
 
@@ -62,23 +62,23 @@ nlohmann::ordered_json special_of(const nlohmann::json& cfg) {
 }  // namespace
 
 nlohmann::ordered_json chat_special_tokens(const std::string& dir) {
-  const std::string cfg_path = join_path(dir, "tokenizer_config.json");
-  if (!file_exists(cfg_path)) return nlohmann::ordered_json::object();
-  const nlohmann::json cfg = read_json_file(cfg_path);
+  const std::string cfg_path = tokenizer::join_path(dir, "tokenizer_config.json");
+  if (!tokenizer::file_exists(cfg_path)) return nlohmann::ordered_json::object();
+  const nlohmann::json cfg = tokenizer::read_json_file(cfg_path);
   if (!cfg.is_object()) fail(cfg_path, ": expected a JSON object");
   return special_of(cfg);
 }
 
 std::optional<ChatTemplate> ChatTemplate::from_dir(const std::string& dir) {
-  const std::string cfg_path = join_path(dir, "tokenizer_config.json");
+  const std::string cfg_path = tokenizer::join_path(dir, "tokenizer_config.json");
   nlohmann::json cfg = nlohmann::json::object();
-  if (file_exists(cfg_path)) cfg = read_json_file(cfg_path);
+  if (tokenizer::file_exists(cfg_path)) cfg = tokenizer::read_json_file(cfg_path);
   if (!cfg.is_object()) fail(cfg_path, ": expected a JSON object");
   const nlohmann::ordered_json special = special_of(cfg);
 
   std::string source, origin;
-  const std::string jinja_path = join_path(dir, "chat_template.jinja");
-  if (file_exists(jinja_path)) {
+  const std::string jinja_path = tokenizer::join_path(dir, "chat_template.jinja");
+  if (tokenizer::file_exists(jinja_path)) {
     std::ifstream f(jinja_path, std::ios::binary);
     std::stringstream ss;
     ss << f.rdbuf();
@@ -137,4 +137,4 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const C
   }
 }
 
-}  // namespace gannet::tokenizer
+}  // namespace gannet::chat

@@ -1,7 +1,7 @@
 // Chat formats: a conversation (OpenAI-style messages) -> the prompt text a model was
 // trained on. Either the checkpoint's own Jinja `chat_template` (jinja_template.h),
-// rendered the way transformers' apply_chat_template renders it, or gannet's built-in
-// DeepSeek-V4 format for checkpoints that ship none.
+// rendered the way transformers' apply_chat_template renders it (DeepSeek-V4 / V4.1
+// checkpoints ship none: deepseek_v4_encoding.h).
 #pragma once
 
 #include <functional>
@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace gannet::tokenizer {
+namespace gannet::chat {
 
 namespace jinja {
 class Template;
@@ -54,15 +54,4 @@ class ChatTemplate {
 // from `dir`/tokenizer_config.json; empty without one.
 nlohmann::ordered_json chat_special_tokens(const std::string& dir);
 
-// The built-in DeepSeek-V4 chat format (the DeepSeek V3.1 / V3.2 layout V4 keeps):
-//   <｜begin▁of▁sentence｜>{system prompts, joined by blank lines}
-//   <｜User｜>{user}<｜Assistant｜></think>{earlier answer}<｜end▁of▁sentence｜> ...
-//   <｜User｜>{last user}<｜Assistant｜><think>      (thinking on)
-//                                   </think>        (thinking off)
-// Earlier answers drop their reasoning; tool results follow as
-// <｜tool▁output▁begin｜>{content}<｜tool▁output▁end｜>, tool calls as
-// <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{arguments}<｜tool▁call▁end｜>...
-// `thinking` comes from chat_template_kwargs "thinking" (or "enable_thinking"), default off.
-std::string render_deepseek_v4_chat(const nlohmann::ordered_json& messages, const ChatOptions& options);
-
-}  // namespace gannet::tokenizer
+}  // namespace gannet::chat

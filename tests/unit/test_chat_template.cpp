@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
-namespace gannet::tokenizer {
+namespace gannet::chat {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -84,20 +84,5 @@ TEST(ChatTemplate, FromDirReadsTokenizerConfig) {
   EXPECT_FALSE(ChatTemplate::from_dir(source_dir() + "/tests").has_value());
 }
 
-TEST(ChatTemplate, DeepSeekV4Format) {
-  const ojson msgs = ojson::parse(R"([{"role": "system", "content": "S1"}, {"role": "system", "content": "S2"},
-    {"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1", "reasoning_content": "dropped"},
-    {"role": "user", "content": "Q2"}])");
-  ChatOptions o;
-  EXPECT_EQ(render_deepseek_v4_chat(msgs, o),
-            "<｜begin▁of▁sentence｜>S1\n\nS2<｜User｜>Q1<｜Assistant｜></think>A1<｜end▁of▁sentence｜><｜User｜>Q2<｜Assistant｜></think>");
-  o.kwargs = ojson{{"thinking", true}};
-  EXPECT_EQ(render_deepseek_v4_chat(msgs, o).substr(render_deepseek_v4_chat(msgs, o).size() - std::string("<｜Assistant｜><think>").size()),
-            "<｜Assistant｜><think>");
-  o.kwargs = ojson{{"thinking", "yes"}};
-  EXPECT_THROW(render_deepseek_v4_chat(msgs, o), Error);
-  EXPECT_THROW(render_deepseek_v4_chat(ojson::parse(R"([{"role": "robot", "content": "x"}])"), ChatOptions{}), Error);
-}
-
 }  // namespace
-}  // namespace gannet::tokenizer
+}  // namespace gannet::chat

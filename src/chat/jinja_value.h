@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace gannet::tokenizer::jinja {
+namespace gannet::chat::jinja {
 
 struct Value;
 using List = std::vector<Value>;
@@ -94,4 +94,4 @@ std::string python_float_repr(double x);
 // Code points of a UTF-8 string (ill-formed bytes become one code point each, as bytes).
 std::vector<std::string> code_points(std::string_view s);
 
-}  // namespace gannet::tokenizer::jinja
+}  // namespace gannet::chat::jinja

@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "tokenizer/chat_format.h"
+#include "chat/chat_format.h"
 
-namespace gannet::tokenizer {
+namespace gannet::chat {
 namespace {
 
 // Every way of cutting `text` into pieces gives the same reasoning and answer as one
@@ -53,11 +53,13 @@ TEST(ChatFormat, BuiltInDeepSeekV4ForV4CheckpointsWithoutATemplate) {
   ASSERT_TRUE(f.available());
   const nlohmann::ordered_json msgs = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "Q"}])");
   bool reasoning = true;
-  tokenizer::ChatOptions o;
+  chat::ChatOptions o;
   EXPECT_EQ(f.render(msgs, o, &reasoning), "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜></think>");
   EXPECT_FALSE(reasoning);
   o.kwargs = {{"thinking", true}};
-  EXPECT_EQ(f.render(msgs, o, &reasoning), "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜><think>");
+  EXPECT_EQ(f.render(msgs, o, &reasoning),
+            "<｜begin▁of▁sentence｜><｜System｜>Reasoning Effort: 75 (range 1-100, the higher the value, the more "
+            "thorough the reasoning)\n\n<｜User｜>Q<｜Assistant｜><think>");
   EXPECT_TRUE(reasoning);
 
   std::ofstream(dir / "config.json") << R"({"architectures": ["LlamaForCausalLM"]})";
@@ -67,7 +69,7 @@ TEST(ChatFormat, BuiltInDeepSeekV4ForV4CheckpointsWithoutATemplate) {
 
   std::ofstream(dir / "t.jinja") << "{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}";
   ChatFormat file = ChatFormat::load(dir.string(), (dir / "t.jinja").string());
-  EXPECT_EQ(file.render(msgs, tokenizer::ChatOptions{}, nullptr), "[user:Q]");
+  EXPECT_EQ(file.render(msgs, chat::ChatOptions{}, nullptr), "[user:Q]");
   std::ofstream(dir / "bad.jinja") << "{% if %}";
   EXPECT_THROW(ChatFormat::load(dir.string(), (dir / "bad.jinja").string()), Error);
   EXPECT_THROW(ChatFormat::load(dir.string(), (dir / "missing.jinja").string()), Error);
@@ -75,4 +77,4 @@ TEST(ChatFormat, BuiltInDeepSeekV4ForV4CheckpointsWithoutATemplate) {
 }
 
 }  // namespace
-}  // namespace gannet::tokenizer
+}  // namespace gannet::chat

@@ -16,10 +16,10 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_ast.h"
+#include "chat/jinja_value.h"
 
-namespace gannet::tokenizer::jinja {
+namespace gannet::chat::jinja {
 
 // Raised by the template's own raise_exception(message): the input is what the template
 // refuses (a bad conversation), not a bug in the template.
@@ -46,4 +46,4 @@ class Template {
   std::function<std::string(const std::string&)> strftime_now_;
 };
 
-}  // namespace gannet::tokenizer::jinja
+}  // namespace gannet::chat::jinja

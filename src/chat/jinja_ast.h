@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_value.h"
 
-namespace gannet::tokenizer::jinja {
+namespace gannet::chat::jinja {
 
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
@@ -61,4 +61,4 @@ struct Node {
   std::vector<std::pair<std::string, ExprPtr>> params;  // Macro: name, default (may be null)
 };
 
-}  // namespace gannet::tokenizer::jinja
+}  // namespace gannet::chat::jinja

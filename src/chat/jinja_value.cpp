@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_value.h"
 
 #include <algorithm>
 #include <charconv>
@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 
-namespace gannet::tokenizer::jinja {
+namespace gannet::chat::jinja {
 
 const Value* Dict::find(std::string_view key) const {
   for (const auto& [k, v] : items)
@@ -304,4 +304,4 @@ std::vector<std::string> code_points(std::string_view s) {
   return out;
 }
 
-}  // namespace gannet::tokenizer::jinja
+}  // namespace gannet::chat::jinja

@@ -1,11 +1,11 @@
-#include "tokenizer/jinja_builtins.h"
+#include "chat/jinja_builtins.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
 
-namespace gannet::tokenizer::jinja {
+namespace gannet::chat::jinja {
 
 namespace {
 
@@ -814,4 +814,4 @@ Value call_method(const Value& obj, const std::string& name, Args& a) {
   throw Error(std::string("'") + obj.type_name() + "' has no method '" + name + "'");
 }
 
-}  // namespace gannet::tokenizer::jinja
+}  // namespace gannet::chat::jinja

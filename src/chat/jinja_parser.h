@@ -7,12 +7,12 @@
 
 #include <string_view>
 
-#include "tokenizer/jinja_ast.h"
+#include "chat/jinja_ast.h"
 
-namespace gannet::tokenizer::jinja {
+namespace gannet::chat::jinja {
 
 // Throws gannet::Error "line N: problem" for a syntax error or a construct outside the
 // supported subset (named).
 Body parse_template(std::string_view source);
 
-}  // namespace gannet::tokenizer::jinja
+}  // namespace gannet::chat::jinja
