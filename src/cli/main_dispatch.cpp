@@ -16,6 +16,7 @@ const char* kMainUsage =
     "\n"
     "commands:\n"
     "  bench       roofline | decode | prefill | throughput benchmarks against measured limits\n"
+    "  chat-format a model's chat format on JSON lines (--model DIR render|parse [--input FILE])\n"
     "  generate    generate text from a model (--model DIR --prompt TEXT | --prompts FILE.jsonl)\n"
     "  info        describe a checkpoint (--model DIR [--json])\n"
     "  make-model  write a random-weight checkpoint (--arch llama|qwen2|qwen3 --preset tiny|small|1b)\n"
@@ -50,6 +51,7 @@ int main_dispatch(int argc, char** argv) {
       throw UsageError(cmd + " runs as one process; only generate, bench and serve run as ranks of an mpirun job");
     int rc = 2;
     if (cmd == "bench") rc = cmd_bench(args);
+    else if (cmd == "chat-format") rc = cmd_chat_format(args);
     else if (cmd == "generate") rc = cmd_generate(args);
     else if (cmd == "info") rc = cmd_info(args);
     else if (cmd == "make-model") rc = cmd_make_model(args);
