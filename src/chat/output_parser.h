@@ -1,0 +1,74 @@
+// A completion's text -> what a chat response carries: reasoning, content and tool calls,
+// as deltas while the text streams in. The server feeds it every piece of a choice's text
+// (and the whole text for a non-streamed response, so both return the same message):
+//
+//   - reasoning (when the prompt opened it) ends at the first "</think>" (dropped), or
+//     where a tool-call block starts (the model skipped "</think>");
+//   - content ends where a tool-call block starts; a tail that may be the start of
+//     "</think>" or of the block is held back until the next piece decides it, so no
+//     delta ever carries DSML bytes, however the pieces fall;
+//   - each call of the block comes out as OpenAI's tool-call deltas: the id and name once
+//     the invoke's header is complete, then one argument fragment per parameter as it
+//     closes, then the closing brace; the fragments join to the arguments text of
+//     ParsedToolCall (deepseek_v4_encoding.h);
+//   - a block that breaks the DSML grammar stops there: calls already complete stay, the
+//     rest of the text becomes content and malformed() says so.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat/deepseek_v4_encoding.h"
+
+namespace gannet::chat {
+
+struct ToolCallDelta {
+  size_t index = 0;
+  std::string id, name;  // on the first delta of a call only
+  std::string arguments;  // a fragment
+};
+
+struct ChatDelta {
+  std::string reasoning, content;
+  std::vector<ToolCallDelta> tool_calls;
+  bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
+};
+
+class ChatOutputParser {
+ public:
+  struct Options {
+    bool starts_in_reasoning = false;
+    std::optional<DeepseekVersion> dsml;  // the tool-call syntax; nullopt: no tool calls parsed
+    std::string id_prefix = "call_";      // call k gets id_prefix + k
+  };
+  explicit ChatOutputParser(Options o);
+
+  ChatDelta feed(std::string_view piece);
+  ChatDelta finish();  // flushes what is held back; the text has ended
+
+  size_t tool_calls() const { return calls_.size(); }
+  bool malformed() const { return malformed_; }
+  bool in_reasoning() const { return phase_ == Phase::kReasoning; }
+
+ private:
+  enum class Phase { kReasoning, kContent, kTools, kAfterTools, kRaw };
+  struct Call {
+    std::string name;
+    size_t params = 0;  // fragments sent
+    bool closed = false;
+  };
+  void step(ChatDelta& d, bool final);
+  void scan_tools(ChatDelta& d, bool final);
+
+  Options o_;
+  DsmlTags tags_;
+  Phase phase_;
+  std::string held_;   // reasoning / content not yet sent
+  std::string block_;  // the tool-call block so far (from its "\n\n<｜DSML｜ calls")
+  std::vector<Call> calls_;
+  bool malformed_ = false;
+};
+
+}  // namespace gannet::chat
