@@ -100,6 +100,9 @@ void ChatOutputParser::step(ChatDelta& d, bool final) {
         d.content += held_;
         held_.clear();
         return;
+      case Phase::kDrop:
+        held_.clear();
+        return;
     }
   }
 }
@@ -116,14 +119,20 @@ void ChatOutputParser::scan_tools(ChatDelta& d, bool final) {
   size_t k = 0;          // invoke index
   auto broken = [&] {
     // What does not parse becomes content, from the first call not complete; a call
-    // whose name went out is closed with the parameters it had.
+    // whose name went out is closed with the parameters it had (its text is dropped: the
+    // call stands for it).
+    malformed_ = true;
     if (k < calls_.size() && !calls_[k].closed) {
       d.tool_calls.push_back({k, "", "", calls_[k].params ? "}" : "{}"});
       calls_[k].closed = true;
+      held_.clear();
+      block_.clear();
+      phase_ = Phase::kDrop;
+      return;
+    } else {
+      held_ = block_.substr(committed);
+      if (committed > 0 && held_.starts_with(">")) held_.erase(0, held_.starts_with(">\n") ? 2 : 1);  // ends the last invoke tag
     }
-    malformed_ = true;
-    held_ = block_.substr(committed);
-    if (committed > 0 && held_.starts_with(">")) held_.erase(0, held_.starts_with(">\n") ? 2 : 1);  // ends the last invoke tag
     block_.clear();
     phase_ = Phase::kRaw;
   };

@@ -11,8 +11,9 @@
 //     the invoke's header is complete, then one argument fragment per parameter as it
 //     closes, then the closing brace; the fragments join to the arguments text of
 //     ParsedToolCall (deepseek_v4_encoding.h);
-//   - a block that breaks the DSML grammar stops there: calls already complete stay, the
-//     rest of the text becomes content and malformed() says so.
+//   - a block that breaks the DSML grammar stops there and malformed() says so: calls
+//     already complete stay; a call whose name went out is closed with the parameters it
+//     had and the rest of the text is dropped; otherwise the rest becomes content.
 #pragma once
 
 #include <optional>
@@ -53,7 +54,9 @@ class ChatOutputParser {
   bool in_reasoning() const { return phase_ == Phase::kReasoning; }
 
  private:
-  enum class Phase { kReasoning, kContent, kTools, kAfterTools, kRaw };
+  // kRaw: after a broken block, text is content; kDrop: a call broke after its name went
+  // out, and the rest of the text is dropped (the call stands for it).
+  enum class Phase { kReasoning, kContent, kTools, kAfterTools, kRaw, kDrop };
   struct Call {
     std::string name;
     size_t params = 0;  // fragments sent

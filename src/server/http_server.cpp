@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "git_revision.h"
 #include "chat/chat_format.h"
+#include "chat/output_parser.h"
 #include "server/engine_loop.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -24,7 +25,8 @@
 namespace gannet::server {
 
 using chat::ChatFormat;
-using chat::ReasoningSplitter;
+using chat::ChatDelta;
+using chat::ChatOutputParser;
 
 namespace {
 
@@ -104,7 +106,36 @@ class Server {
   httplib::Server http_;
   std::atomic<int64_t> ids_{0};
   std::atomic<int64_t> http_requests_{0}, http_errors_{0};
+  std::atomic<int64_t> tool_parse_failures_{0};
 };
+
+// A message's tool calls as OpenAI writes them, from the parser's deltas joined by index.
+struct ToolCalls {
+  json list = json::array();
+  void add(const chat::ToolCallDelta& d) {
+    if (d.index >= list.size())
+      list.push_back({{"id", d.id}, {"type", "function"}, {"function", {{"name", d.name}, {"arguments", ""}}}});
+    list[d.index]["function"]["arguments"] = list[d.index]["function"]["arguments"].get<std::string>() + d.arguments;
+  }
+};
+
+// A stream delta's tool calls: one entry per call index, id / type / name on its first.
+json tool_call_deltas(const std::vector<chat::ToolCallDelta>& ds, bool parallel) {
+  json out = json::array();
+  for (const chat::ToolCallDelta& d : ds) {
+    if (!parallel && d.index > 0) continue;  // parallel_tool_calls: false keeps the first call
+    if (out.empty() || out.back()["index"] != d.index) {
+      json e = {{"index", d.index}};
+      if (!d.name.empty()) e["id"] = d.id, e["type"] = "function";
+      e["function"] = d.name.empty() ? json{{"arguments", d.arguments}} : json{{"name", d.name}, {"arguments", d.arguments}};
+      out.push_back(e);
+    } else {
+      json& f = out.back()["function"];
+      f["arguments"] = f["arguments"].get<std::string>() + d.arguments;
+    }
+  }
+  return out;
+}
 
 bool Server::authorized(const httplib::Request& req, httplib::Response& res) {
   if (o_.api_key.empty()) return true;
@@ -301,13 +332,41 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   if (!tok) return send_error(res, bad_request("this model has no tokenizer, so it cannot chat"));
   if (!chat_.available())
     return send_error(res, bad_request("this model has no chat template (start the server with --chat-template FILE)", "messages"));
+  const bool want_tools = !cr.chat.tools.is_null();
+  if (want_tools && !chat_.deepseek())
+    return send_error(res, bad_request("'tools': tool calls are read back from the output of DeepSeek-V4 / V4.1 models only "
+                                       "so far (this model's chat format is " + chat_.origin() + ")",
+                                       "tools"));
+  if (want_tools && cr.tool_choice != "auto")
+    return send_error(res, bad_request("'tool_choice' \"" + (cr.tool_choice == "function" ? cr.tool_name : cr.tool_choice) +
+                                       "\" needs constrained tool calls, which are not built yet (use \"auto\")",
+                                       "tool_choice"));
+  if (cr.reasoning_effort_given) {
+    if (!chat_.deepseek())
+      return send_error(res, bad_request("'reasoning_effort': this model's chat template has no reasoning-effort setting",
+                                         "reasoning_effort"));
+    // Effort applies to thinking: it turns thinking on unless the request turned it off.
+    const ojson& kw = cr.chat.kwargs;
+    for (const char* k : {"thinking", "enable_thinking"})
+      if (kw.contains(k) && kw[k] == false)
+        return send_error(res, bad_request(std::string("'reasoning_effort' needs thinking, and chat_template_kwargs.") + k +
+                                           " is false", "reasoning_effort"));
+    if (kw.contains("thinking_mode") && kw["thinking_mode"] == "chat")
+      return send_error(res, bad_request("'reasoning_effort' needs thinking, and chat_template_kwargs.thinking_mode is "
+                                         "\"chat\"", "reasoning_effort"));
+    if (!kw.contains("thinking") && !kw.contains("enable_thinking") && !kw.contains("thinking_mode"))
+      cr.chat.kwargs["thinking"] = true;
+  }
   bool reasoning = false;
   std::vector<int32_t> ids;
   try {
-    const std::string prompt = chat_.render(cr.messages, cr.chat, &reasoning);
+    // DeepSeek-V4.1's encoder takes content parts itself (joined by blank lines).
+    const bool raw = chat_.deepseek() == chat::DeepseekVersion::kV41;
+    const std::string prompt = chat_.render(raw ? cr.raw_messages : cr.messages, cr.chat, &reasoning);
     ids = tok->encode(prompt, /*add_special_tokens=*/false);  // the template writes BOS itself
   } catch (const Error& e) {
-    return send_error(res, bad_request(e.what(), "messages"));
+    const std::string m = e.what();
+    return send_error(res, bad_request(m, m.find("reasoning_effort") != std::string::npos ? "reasoning_effort" : "messages"));
   }
   if (ids.empty()) return send_error(res, bad_request("the chat template rendered an empty prompt", "messages"));
   const int64_t ctx = loop_.engine().max_model_len();
@@ -323,6 +382,14 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   const int64_t created = unix_now();
   std::shared_ptr<OutputStream> stream = loop_.submit(id, "", ids, cr.params);
   const bool want_lp = cr.logprobs;
+  // Tool calls are read back when the request has tools; call ids are unique per response.
+  auto parser_options = [&, dsml = want_tools ? chat_.deepseek() : std::nullopt](int64_t choice) {
+    ChatOutputParser::Options po;
+    po.starts_in_reasoning = reasoning;
+    po.dsml = dsml;
+    po.id_prefix = "call_" + id.substr(id.find('-') + 1) + "_" + std::to_string(choice) + "_";
+    return po;
+  };
   json head = {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", o_.served_model_name},
                {"system_fingerprint", fingerprint_}};
 
@@ -345,20 +412,24 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     for (const CompletionOutput& c : fin->outputs) {
       usage.completion += int64_t(c.token_ids.size());
       json msg = {{"role", "assistant"}};
-      if (reasoning) {
-        ReasoningSplitter split(true);
-        std::string r, content;
-        split.feed(c.text, r, content);
-        split.finish(r, content);
-        msg["content"] = split.in_reasoning() ? json(nullptr) : json(content);
-        msg["reasoning_content"] = r;
-      } else {
-        msg["content"] = c.text;
+      ChatOutputParser parser(parser_options(c.index));
+      std::string r, content;
+      ToolCalls calls;
+      for (const ChatDelta& d : {parser.feed(c.text), parser.finish()}) {
+        r += d.reasoning;
+        content += d.content;
+        for (const chat::ToolCallDelta& t : d.tool_calls)
+          if (cr.parallel_tool_calls || t.index == 0) calls.add(t);
       }
+      if (parser.malformed()) ++tool_parse_failures_;
+      msg["content"] = parser.in_reasoning() || (content.empty() && !calls.list.empty()) ? json(nullptr) : json(content);
+      if (reasoning) msg["reasoning_content"] = r;
+      if (!calls.list.empty()) msg["tool_calls"] = calls.list;
+      const std::string finish = !calls.list.empty() && c.finish_reason == "stop" ? "tool_calls" : c.finish_reason;
       choices.push_back({{"index", c.index},
                          {"message", msg},
                          {"logprobs", want_lp ? chat_logprobs(c.logprobs, tok) : json(nullptr)},
-                         {"finish_reason", c.finish_reason}});
+                         {"finish_reason", finish}});
     }
     json out = head;
     out["choices"] = choices;
@@ -370,7 +441,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   // the last with finish_reason, then usage when asked, then [DONE].
   struct State {
     std::vector<size_t> sent, sent_lp;  // per sample: text bytes, logprob positions sent
-    std::vector<ReasoningSplitter> split;
+    std::vector<ChatOutputParser> split;
     bool started = false;
     Usage usage;
     std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
@@ -379,12 +450,13 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   auto st = std::make_shared<State>();
   st->sent.assign(size_t(n), 0);
   st->sent_lp.assign(size_t(n), 0);
-  st->split.assign(size_t(n), ReasoningSplitter(reasoning));
+  for (int k = 0; k < n; ++k) st->split.emplace_back(parser_options(k));
   head["object"] = "chat.completion.chunk";
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st, stream, head, id, n, tok, want_lp, include_usage = cr.include_usage, this](size_t, httplib::DataSink& sink) {
+      [st, stream, head, id, n, tok, want_lp, include_usage = cr.include_usage, parallel = cr.parallel_tool_calls,
+       this](size_t, httplib::DataSink& sink) {
         auto send = [&](const json& j) { return send_event(sink, j, st->last_write); };
         auto chunk = [&](json choices) { return with_choices(head, std::move(choices)); };
         if (!st->started) {
@@ -421,17 +493,26 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
           const size_t lp_from = o->finished ? std::min(st->sent_lp[k], c.logprobs.size()) : 0;
           std::span<const PositionLogprobs> lps(c.logprobs.data() + lp_from, c.logprobs.size() - lp_from);
           st->sent_lp[k] += lps.size();
-          std::string r, content;
-          st->split[k].feed(piece, r, content);
-          if (o->finished) st->split[k].finish(r, content);
+          ChatDelta d = st->split[k].feed(piece);
+          if (o->finished) {
+            ChatDelta tail = st->split[k].finish();
+            d.reasoning += tail.reasoning;
+            d.content += tail.content;
+            d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+            if (st->split[k].malformed()) ++tool_parse_failures_;
+          }
           json delta = json::object();
-          if (!r.empty()) delta["reasoning_content"] = r;
-          if (!content.empty()) delta["content"] = content;
+          if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+          if (!d.content.empty()) delta["content"] = d.content;
+          const json calls = tool_call_deltas(d.tool_calls, parallel);
+          if (!calls.empty()) delta["tool_calls"] = calls;
           if (delta.empty() && lps.empty() && !o->finished) continue;
+          std::string finish = c.finish_reason;
+          if (o->finished && st->split[k].tool_calls() > 0 && finish == "stop") finish = "tool_calls";
           choices.push_back({{"index", c.index},
                              {"delta", delta},
                              {"logprobs", want_lp ? chat_logprobs(lps, tok) : json(nullptr)},
-                             {"finish_reason", o->finished ? json(c.finish_reason) : json(nullptr)}});
+                             {"finish_reason", o->finished ? json(finish) : json(nullptr)}});
           if (o->finished) st->usage.completion += int64_t(c.token_ids.size());
         }
         if (!choices.empty() && !send(chunk(choices))) return loop_.abort(id), false;
@@ -543,6 +624,8 @@ void Server::metrics(httplib::Response& res) {
   histogram("gannet_inter_token_latency_seconds", "Seconds between a request's generated tokens.", s.itl);
   metric("gannet_http_requests_total", "counter", "HTTP requests received.", http_requests_.load());
   metric("gannet_http_errors_total", "counter", "HTTP requests answered with an error.", http_errors_.load());
+  metric("gannet_tool_call_parse_failures_total", "counter",
+         "Chat outputs whose tool-call block broke the format (returned as content).", tool_parse_failures_.load());
   res.set_content(t, "text/plain; version=0.0.4");
 }
 

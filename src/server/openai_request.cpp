@@ -150,8 +150,8 @@ ojson normalize_message(const ojson& m, size_t index) {
   if (!m.is_object()) throw bad_request(at + " must be an object", "messages");
   if (!m.contains("role") || !m["role"].is_string()) throw bad_request(at + ".role must be a string", "messages");
   const std::string role = m["role"].get<std::string>();
-  if (role != "system" && role != "user" && role != "assistant" && role != "tool")
-    throw bad_request(at + ".role '" + role + "' is not one of system, user, assistant, tool", "messages");
+  if (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool")
+    throw bad_request(at + ".role '" + role + "' is not one of system, developer, user, assistant, tool", "messages");
   ojson out = ojson::object();
   out["role"] = role;
   for (auto it = m.begin(); it != m.end(); ++it) {
@@ -198,6 +198,29 @@ ojson normalize_message(const ojson& m, size_t index) {
   return out;
 }
 
+// One entry of 'tools': {"type": "function", "function": {"name", "description"?,
+// "parameters"? (a JSON Schema object), "strict"?}}.
+void check_tool(const ojson& t, size_t index) {
+  const std::string at = "tools[" + std::to_string(index) + "]";
+  if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object())
+    throw bad_request(at + " must be {\"type\": \"function\", \"function\": {...}} (function tools only)", "tools");
+  const ojson& f = t["function"];
+  if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
+    throw bad_request(at + ".function.name must be a non-empty string", "tools");
+  for (auto it = f.begin(); it != f.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "name") continue;
+    if (k == "description" && !it.value().is_string() && !it.value().is_null())
+      throw bad_request(at + ".function.description must be a string", "tools");
+    if (k == "parameters" && !it.value().is_object() && !it.value().is_null())
+      throw bad_request(at + ".function.parameters must be a JSON Schema object", "tools");
+    if (k == "strict" && !it.value().is_boolean() && !it.value().is_null())
+      throw bad_request(at + ".function.strict must be true or false", "tools");
+    if (k != "description" && k != "parameters" && k != "strict")
+      throw bad_request(at + ".function has an unknown field '" + k + "'", "tools");
+  }
+}
+
 }  // namespace
 
 ChatRequest parse_chat(const ojson& body, const std::string& served_name) {
@@ -215,6 +238,7 @@ ChatRequest parse_chat(const ojson& body, const std::string& served_name) {
       have_messages = true;
       if (!v.is_array() || v.empty()) throw bad_request("'messages' must be a non-empty list of messages", "messages");
       for (size_t i = 0; i < v.size(); ++i) r.messages.push_back(normalize_message(v[i], i));
+      r.raw_messages = v;
     } else if (k == "stream" || k == "stream_options") {
       stream_field(k, v, r.stream, r.include_usage);
     } else if (k == "max_tokens" || k == "max_completion_tokens") {
@@ -236,7 +260,11 @@ ChatRequest parse_chat(const ojson& body, const std::string& served_name) {
     } else if (k == "chat_template_kwargs") {
       if (v.is_null()) continue;
       if (!v.is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
-      r.chat.kwargs = v;
+      for (auto kv = v.begin(); kv != v.end(); ++kv) {
+        if (kv.key() == "reasoning_effort" && r.chat.kwargs.contains("reasoning_effort") && r.chat.kwargs["reasoning_effort"] != kv.value())
+          throw bad_request("'reasoning_effort' and chat_template_kwargs.reasoning_effort differ; give one", "reasoning_effort");
+        r.chat.kwargs[kv.key()] = kv.value();
+      }
     } else if (k == "add_generation_prompt") {
       if (!v.is_boolean()) throw bad_request("'add_generation_prompt' must be true or false", "add_generation_prompt");
       r.chat.add_generation_prompt = v.get<bool>();
@@ -244,10 +272,39 @@ ChatRequest parse_chat(const ojson& body, const std::string& served_name) {
       if (!v.is_string() && !v.is_null()) throw bad_request("'user' must be a string", "user");
     } else if (k == "logit_bias") {
       if (!v.is_null() && !(v.is_object() && v.empty())) throw bad_request("'logit_bias' is not supported", "logit_bias");
-    } else if (k == "tools" || k == "tool_choice" || k == "parallel_tool_calls" || k == "functions" ||
-               k == "function_call") {
-      if (!v.is_null() && !(k == "tool_choice" && v == "none") && !(k == "tools" && v.is_array() && v.empty()))
-        throw bad_request("'" + k + "' is not supported yet (tool calls are not parsed from the output)", k);
+    } else if (k == "tools") {
+      if (v.is_null()) continue;
+      if (!v.is_array()) throw bad_request("'tools' must be a list of tools", "tools");
+      for (size_t t = 0; t < v.size(); ++t) check_tool(v[t], t);
+      if (!v.empty()) r.chat.tools = v;
+    } else if (k == "tool_choice") {
+      if (v.is_null()) continue;
+      if (v.is_string()) {
+        const std::string c = v.get<std::string>();
+        if (c != "none" && c != "auto" && c != "required")
+          throw bad_request("'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                            "\"function\": {\"name\": ...}}", "tool_choice");
+        r.tool_choice = c;
+      } else if (v.is_object() && v.value("type", "") == "function" && v.contains("function") &&
+                 v["function"].is_object() && v["function"].contains("name") && v["function"]["name"].is_string()) {
+        r.tool_choice = "function";
+        r.tool_name = v["function"]["name"].get<std::string>();
+      } else {
+        throw bad_request("'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                          "\"function\": {\"name\": ...}}", "tool_choice");
+      }
+    } else if (k == "parallel_tool_calls") {
+      if (v.is_null()) continue;
+      if (!v.is_boolean()) throw bad_request("'parallel_tool_calls' must be true or false", k);
+      r.parallel_tool_calls = v.get<bool>();
+    } else if (k == "reasoning_effort") {
+      if (v.is_null()) continue;
+      if (!v.is_string() && !v.is_number_integer())
+        throw bad_request("'reasoning_effort' must be a name (\"low\", \"high\", \"max\", ...) or an integer", k);
+      r.chat.kwargs["reasoning_effort"] = v;
+      r.reasoning_effort_given = true;
+    } else if (k == "functions" || k == "function_call") {
+      if (!v.is_null()) throw bad_request("'" + k + "' is the deprecated form of tools / tool_choice; use those", k);
     } else if (k == "prompt" || k == "prompt_token_ids" || k == "prompt_logprobs" || k == "echo" || k == "suffix") {
       throw bad_request("unknown field '" + k + "' for chat completions", k);
     } else if (!v.is_null()) {
@@ -255,6 +312,15 @@ ChatRequest parse_chat(const ojson& body, const std::string& served_name) {
     }
   }
   if (!have_messages) throw bad_request("missing 'messages'", "messages");
+  if (r.tool_choice != "auto" && r.tool_choice != "none" && r.chat.tools.is_null())
+    throw bad_request("'tool_choice' " + std::string(r.tool_choice == "required" ? "\"required\"" : "names a function") +
+                          " but the request has no 'tools'", "tool_choice");
+  if (r.tool_choice == "function") {
+    bool found = false;
+    for (const ojson& t : r.chat.tools) found = found || t["function"]["name"] == r.tool_name;
+    if (!found) throw bad_request("'tool_choice' names '" + r.tool_name + "', which is not one of the tools", "tool_choice");
+  }
+  if (r.tool_choice == "none") r.chat.tools = nullptr;  // as if the request had none
   check_stream_options(body, r.stream);
   if (top_logprobs >= 0 && !r.logprobs)
     throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");

@@ -42,7 +42,15 @@ struct ChatRequest {
   // The conversation as the template gets it: roles checked, text content parts joined
   // by "\n" into one string.
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  chat::ChatOptions chat;
+  // The same messages as sent (checked, content parts not joined): what DeepSeek's
+  // encoders take (they join text parts with a blank line).
+  nlohmann::ordered_json raw_messages = nlohmann::ordered_json::array();
+  chat::ChatOptions chat;  // chat.tools: the request's tools (null for none, or with tool_choice "none")
+  // tool_choice: "auto", "none", "required", or "function" with tool_name set.
+  std::string tool_choice = "auto";
+  std::string tool_name;
+  bool parallel_tool_calls = true;
+  bool reasoning_effort_given = false;  // put in chat.kwargs["reasoning_effort"]
   SamplingParams params;
   bool max_tokens_given = false;  // else: up to the context
   bool stream = false, include_usage = false;

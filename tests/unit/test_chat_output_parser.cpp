@@ -122,11 +122,19 @@ TEST(ChatOutputParser, MalformedBlocksBecomeContent) {
     EXPECT_EQ(m.calls, whole.calls);
     EXPECT_EQ(m.content, whole.content);
   }
-  // Cut off inside a parameter (max_tokens): the open call is closed with what it had.
+  // Cut off inside a parameter (max_tokens): the open call is closed with what it had,
+  // and a call broken after its name went out drops the rest, whatever the cuts.
+  for (const auto& pieces : cuts(good + "<｜DSML｜ invoke name=\"g\">\n<｜DSML｜ parameter nam=\"x\">1</｜DSML｜ parameter>\nmore")) {
+    const Message m = run(o, pieces);
+    EXPECT_EQ(m.content, "");
+    ASSERT_EQ(m.calls.size(), 2u);
+    EXPECT_EQ(m.calls[1].second, "{}");
+  }
   const Message cut = run(o, {good + "<｜DSML｜ invoke name=\"g\">\n<｜DSML｜ parameter name=\"x\" str"});
   EXPECT_TRUE(cut.malformed);
   ASSERT_EQ(cut.calls.size(), 2u);
   EXPECT_EQ(cut.calls[1].second, "{}");
+  EXPECT_EQ(cut.content, "");  // the call stands for its text
   // Text after the block.
   const Message after = run(o, {good + "</｜DSML｜ calls>more"});
   EXPECT_TRUE(after.malformed);

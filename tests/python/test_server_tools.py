@@ -1,0 +1,174 @@
+"""Tool calls and reasoning through `gannet serve` with a DeepSeek-V4.1 checkpoint (random
+weights, the DeepSeek-V3 tokenizer, no chat template, so DeepSeek's own encoder renders
+the prompt). A grammar (the `structured` extension) makes the random model write a DSML
+call; the server must return it as OpenAI tool calls, streamed or not, never as content:
+- non-streamed: message.tool_calls with id, type, function.name and JSON arguments,
+  content null, finish_reason "tool_calls"; the openai client reads it;
+- streamed: the first delta of a call has id, type and name, the argument fragments join
+  to the non-streamed arguments, and no delta's content holds DSML;
+- the next turn (the call replayed with its result) renders the sampled call's bytes
+  again, and its prompt hits the prefix cache;
+- reasoning_effort: turns thinking on, refused by name where the version has no such
+  setting; tool_choice / tools / parallel_tool_calls checked and refused by name."""
+import json
+import re
+
+import pytest
+
+from conftest import ROOT, run
+from test_server import Server
+
+CALL = ('\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name="get_weather">\n<｜DSML｜ parameter name="city" string="true">{city}'
+        '</｜DSML｜ parameter>\n<｜DSML｜ parameter name="days" string="false">{days}</｜DSML｜ parameter>\n'
+        '</｜DSML｜ invoke>\n</｜DSML｜ calls>')
+GRAMMAR = ('root ::= "\\n\\n<｜DSML｜ calls>\\n<｜DSML｜ invoke name=\\"get_weather\\">\\n<｜DSML｜ parameter name=\\"city\\" '
+           'string=\\"true\\">" [A-Z] [a-z] [a-z] "</｜DSML｜ parameter>\\n<｜DSML｜ parameter name=\\"days\\" '
+           'string=\\"false\\">" [1-7] "</｜DSML｜ parameter>\\n</｜DSML｜ invoke>\\n</｜DSML｜ calls>"')
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}]
+MESSAGES = [{"role": "user", "content": "Weather in Oslo?"}]
+
+
+@pytest.fixture(scope="module")
+def v41(tmp_path_factory):
+    d = tmp_path_factory.mktemp("v41tools") / "m"
+    run(["make-model", "--arch", "deepseek_v41", "--preset", "tiny", "--config-overrides",
+         json.dumps({"vocab_size": 129280, "engram_compressed_vocab_size": 98627, "max_position_embeddings": 1024}),
+         "--out", str(d)])
+    src = ROOT / "assets" / "tokenizers" / "deepseek-v3"
+    (d / "tokenizer.json").write_bytes((src / "tokenizer.json").read_bytes())
+    cfg = json.loads((src / "tokenizer_config.json").read_text())
+    cfg.pop("chat_template")  # V4.1 ships none: the server uses DeepSeek's encoder
+    (d / "tokenizer_config.json").write_text(json.dumps(cfg))
+    return d
+
+
+@pytest.fixture(scope="module")
+def server(v41):
+    s = Server(v41, "--max-num-seqs", "4")
+    yield s
+    s.stop()
+
+
+def ask(server, **extra):
+    body = {"model": server.client.models.list().data[0].id, "messages": MESSAGES, "tools": TOOLS,
+            "max_tokens": 250, "temperature": 0, "structured": {"grammar": GRAMMAR}, **extra}
+    return server.raw("POST", "/v1/chat/completions", body)
+
+
+def test_tool_call_comes_back_parsed(server):
+    status, r = ask(server)
+    assert status == 200, r
+    choice = r["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    msg = choice["message"]
+    assert msg["content"] is None
+    (call,) = msg["tool_calls"]
+    assert call["type"] == "function" and call["id"].startswith("call_") and call["function"]["name"] == "get_weather"
+    args = json.loads(call["function"]["arguments"])
+    assert re.fullmatch(r"[A-Z][a-z]{2}", args["city"]) and 1 <= args["days"] <= 7
+    assert call["function"]["arguments"] == json.dumps(args)  # the official text: Python spacing
+
+    # The official client reads it.
+    c = server.client.chat.completions.create(model=r["model"], messages=MESSAGES, tools=TOOLS, max_tokens=250,
+                                              temperature=0, extra_body={"structured": {"grammar": GRAMMAR}})
+    assert c.choices[0].finish_reason == "tool_calls"
+    assert c.choices[0].message.tool_calls[0].function.arguments == call["function"]["arguments"]
+
+
+def test_streamed_tool_call_deltas(server):
+    _, whole = ask(server)
+    want = whole["choices"][0]["message"]["tool_calls"]
+    stream = server.client.chat.completions.create(model=whole["model"], messages=MESSAGES, tools=TOOLS, max_tokens=250,
+                                                   temperature=0, stream=True,
+                                                   extra_body={"structured": {"grammar": GRAMMAR}})
+    calls, content, finish = {}, "", None
+    for chunk in stream:
+        for ch in chunk.choices:
+            d = ch.delta
+            content += d.content or ""
+            assert "｜DSML｜" not in (d.content or "")
+            for t in d.tool_calls or []:
+                if t.index not in calls:
+                    assert t.id and t.type == "function" and t.function.name == "get_weather"
+                    calls[t.index] = {"id": t.id, "name": t.function.name, "arguments": ""}
+                else:
+                    assert t.id is None and t.function.name is None
+                calls[t.index]["arguments"] += t.function.arguments or ""
+            finish = ch.finish_reason or finish
+    assert content == "" and finish == "tool_calls"
+    assert [c["arguments"] for c in calls.values()] == [w["function"]["arguments"] for w in want]
+    assert [c["name"] for c in calls.values()] == ["get_weather"]
+
+
+def test_next_turn_replays_the_call_and_hits_the_cache(server, v41, tmp_path):
+    _, first = ask(server)
+    call = first["choices"][0]["message"]["tool_calls"][0]
+    args = json.loads(call["function"]["arguments"])
+    turn2 = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [call]},
+                        {"role": "tool", "tool_call_id": call["id"], "content": "-3C, snow"}]
+    status, second = server.raw("POST", "/v1/chat/completions",
+                                {"model": first["model"], "messages": turn2, "tools": TOOLS, "max_tokens": 4})
+    assert status == 200, second
+    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+    # The replayed turn is the sampled text byte for byte (chat mode: no reasoning).
+    src = tmp_path / "r.jsonl"
+    msgs = [{"role": "system", "content": "", "tools": TOOLS}] + turn2
+    src.write_text(json.dumps({"messages": msgs, "kwargs": {}}) + "\n")
+    out = json.loads(run(["chat-format", "--model", str(v41), "render", "--input", str(src)]).stdout)
+    sampled = CALL.format(city=args["city"], days=args["days"])
+    assert "<｜Assistant｜></think>" + sampled + "<｜end▁of▁sentence｜><｜User｜><tool_result>-3C, snow</tool_result>" in out["rendered"]
+    assert second["usage"]["prompt_tokens"] == len(out["token_ids"])
+
+
+def test_reasoning_effort(server):
+    model = server.client.models.list().data[0].id
+    base = {"model": model, "messages": MESSAGES, "max_tokens": 3}
+    _, plain = server.raw("POST", "/v1/chat/completions", base)
+    status, r = server.raw("POST", "/v1/chat/completions", {**base, "reasoning_effort": "max"})
+    assert status == 200, r
+    # Thinking on: the answer opens in reasoning, and the prompt has the effort line.
+    assert "reasoning_content" in r["choices"][0]["message"]
+    assert r["usage"]["prompt_tokens"] > plain["usage"]["prompt_tokens"]
+    for bad in ("medium", "xhigh", 0, 101):
+        status, e = server.raw("POST", "/v1/chat/completions", {**base, "reasoning_effort": bad})
+        assert status == 400 and e["error"]["param"] == "reasoning_effort", (bad, e)
+    status, e = server.raw("POST", "/v1/chat/completions",
+                           {**base, "reasoning_effort": 30, "chat_template_kwargs": {"thinking": False}})
+    assert status == 400 and e["error"]["param"] == "reasoning_effort"
+
+
+@pytest.mark.parametrize("extra,param", [
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+    ({"tool_choice": "sometimes"}, "tool_choice"),
+    ({"tools": [{"type": "retrieval"}]}, "tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "x"}}]}, "tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "color": 1}}]}, "tools"),
+    ({"parallel_tool_calls": "yes"}, "parallel_tool_calls"),
+    ({"functions": [{"name": "f"}]}, "functions"),
+])
+def test_bad_tool_fields_are_refused_by_name(server, extra, param):
+    status, e = ask(server, **extra)
+    assert status == 400 and e["error"]["param"] == param, e
+
+
+def test_tool_choice_none_and_no_tools_read_no_calls(server):
+    # Without tools (or with tool_choice "none") DSML in the output is just text.
+    for extra in ({"tools": None}, {"tool_choice": "none"}):
+        status, r = ask(server, **extra)
+        assert status == 200, r
+        msg = r["choices"][0]["message"]
+        assert "tool_calls" not in msg and "｜DSML｜ calls>" in msg["content"]
+        assert r["choices"][0]["finish_reason"] == "stop"
+
+
+def test_dense_models_refuse_tools_and_effort(tiny_models):
+    s = Server(tiny_models["llama"])
+    try:
+        model = s.client.models.list().data[0].id
+        for extra, param in (({"tools": TOOLS}, "tools"), ({"reasoning_effort": "high"}, "reasoning_effort")):
+            status, e = s.raw("POST", "/v1/chat/completions", {"model": model, "messages": MESSAGES, **extra})
+            assert status == 400 and e["error"]["param"] == param, e
+    finally:
+        s.stop()
