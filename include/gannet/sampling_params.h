@@ -13,10 +13,12 @@ namespace gannet {
 // Grammar-constrained output: every token is sampled from those the grammar allows next,
 // and EOS only where the grammar's document may end (so a finished output parses).
 struct StructuredOutput {
-  enum class Kind { kNone, kJsonSchema, kRegex, kGrammar, kJsonObject };
+  enum class Kind { kNone, kJsonSchema, kRegex, kGrammar, kJsonObject, kToolCalls };
   Kind kind = Kind::kNone;
   // kJsonSchema: the schema as JSON text; kRegex: an ECMAScript-style pattern (anchored at
-  // both ends); kGrammar: GBNF with a `root` rule; kJsonObject: empty (any JSON object).
+  // both ends); kGrammar: GBNF with a `root` rule; kJsonObject: empty (any JSON object);
+  // kToolCalls: a tool-call block (structured/tool_grammar.h; the server builds it from a
+  // request's tools, its spec is JSON).
   std::string spec;
   // Optional: the output is free until this text has appeared in it; the constraint
   // applies to what follows (e.g. "</think>" after a reasoning block).

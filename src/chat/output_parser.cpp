@@ -136,8 +136,17 @@ void ChatOutputParser::scan_tools(ChatDelta& d, bool final) {
     block_.clear();
     phase_ = Phase::kRaw;
   };
+  // The text ended inside the block (max_tokens): what was complete stands, an open call
+  // is closed with the parameters it had, and the unfinished tail is dropped (it is not
+  // malformed, only cut short).
   auto wait = [&] {
-    if (final) broken();
+    if (!final) return;
+    if (k < calls_.size() && !calls_[k].closed) {
+      d.tool_calls.push_back({k, "", "", calls_[k].params ? "}" : "{}"});
+      calls_[k].closed = true;
+    }
+    block_.clear();
+    phase_ = Phase::kDrop;
   };
   for (;; ++k) {
     const int gt = match_at(t, pos, ">\n");

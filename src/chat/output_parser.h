@@ -11,6 +11,8 @@
 //     the invoke's header is complete, then one argument fragment per parameter as it
 //     closes, then the closing brace; the fragments join to the arguments text of
 //     ParsedToolCall (deepseek_v4_encoding.h);
+//   - a block cut short (the text ends inside it, e.g. at max_tokens) keeps its complete
+//     calls, closes an open one with the parameters it had and drops the unfinished tail;
 //   - a block that breaks the DSML grammar stops there and malformed() says so: calls
 //     already complete stay; a call whose name went out is closed with the parameters it
 //     had and the rest of the text is dropped; otherwise the rest becomes content.

@@ -47,13 +47,14 @@ void SamplingParams::validate() const {
     using K = StructuredOutput::Kind;
     const char* kind = StructuredOutput::kind_name(structured.kind);
     if (structured.kind != K::kJsonObject && structured.spec.empty())
-      fail("structured output (", kind, "): the ", structured.kind == K::kJsonSchema ? "schema" : structured.kind == K::kRegex ? "pattern" : "grammar", " is empty");
+      fail("structured output (", kind, "): the ", structured.kind == K::kJsonSchema ? "schema" : structured.kind == K::kRegex ? "pattern" : structured.kind == K::kToolCalls ? "tool list" : "grammar", " is empty");
     if (structured.kind == K::kJsonObject && !structured.spec.empty())
       fail("structured output (json_object) takes no specification, got '", structured.spec.substr(0, 40), "'");
     if (structured.max_whitespace < 0 || structured.max_whitespace > 64)
       fail("structured output: max_whitespace must be in [0, 64], got ", structured.max_whitespace);
-    if (structured.max_whitespace != 0 && structured.kind != K::kJsonSchema && structured.kind != K::kJsonObject)
-      fail("structured output: max_whitespace applies to json_schema and json_object only, not ", kind);
+    if (structured.max_whitespace != 0 && structured.kind != K::kJsonSchema && structured.kind != K::kJsonObject &&
+        structured.kind != K::kToolCalls)
+      fail("structured output: max_whitespace applies to json_schema, json_object and tool_calls only, not ", kind);
     if (ignore_eos)
       fail("ignore_eos cannot be combined with structured output: the grammar decides where the output ends");
   } else if (!structured.spec.empty() || !structured.trigger.empty() || structured.max_whitespace != 0) {
@@ -68,6 +69,7 @@ const char* StructuredOutput::kind_name(Kind k) {
     case Kind::kRegex: return "regex";
     case Kind::kGrammar: return "grammar";
     case Kind::kJsonObject: return "json_object";
+    case Kind::kToolCalls: return "tool_calls";
   }
   return "?";
 }

@@ -18,6 +18,7 @@
 #include "git_revision.h"
 #include "chat/chat_format.h"
 #include "chat/output_parser.h"
+#include "structured/tool_grammar.h"
 #include "server/engine_loop.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -337,9 +338,10 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     return send_error(res, bad_request("'tools': tool calls are read back from the output of DeepSeek-V4 / V4.1 models only "
                                        "so far (this model's chat format is " + chat_.origin() + ")",
                                        "tools"));
-  if (want_tools && cr.tool_choice != "auto")
-    return send_error(res, bad_request("'tool_choice' \"" + (cr.tool_choice == "function" ? cr.tool_name : cr.tool_choice) +
-                                       "\" needs constrained tool calls, which are not built yet (use \"auto\")",
+  const bool forced = want_tools && cr.tool_choice != "auto";  // "required" or a named function
+  if (forced && cr.params.structured.active())
+    return send_error(res, bad_request("'tool_choice' " + (cr.tool_choice == "function" ? "naming a function" : std::string("\"required\"")) +
+                                       " constrains the output to a call, so it cannot be combined with response_format / structured",
                                        "tool_choice"));
   if (cr.reasoning_effort_given) {
     if (!chat_.deepseek())
@@ -369,6 +371,33 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     return send_error(res, bad_request(m, m.find("reasoning_effort") != std::string::npos ? "reasoning_effort" : "messages"));
   }
   if (ids.empty()) return send_error(res, bad_request("the chat template rendered an empty prompt", "messages"));
+  // Constrained calls: "required" / a named function make the answer (after the reasoning,
+  // when thinking) exactly a call block; under "auto" a block the model opens is held to
+  // the tools' schemas from its first tag on. A request's own grammar wins under "auto".
+  if (want_tools && (forced || !cr.params.structured.active())) {
+    const chat::DsmlTags t = chat::dsml_tags(*chat_.deepseek());
+    ojson tools = ojson::array();
+    for (const ojson& tool : cr.chat.tools)
+      if (!forced || cr.tool_choice == "required" || tool["function"]["name"] == cr.tool_name)
+        tools.push_back({{"name", tool["function"]["name"]},
+                         {"parameters", tool["function"].value("parameters", ojson::object())}});
+    const ojson spec = {{"calls_open", "\n\n" + t.calls_open}, {"calls_close", t.calls_close}, {"invoke_open", t.invoke_open},
+                        {"invoke_close", t.invoke_close}, {"param_open", t.param_open}, {"param_close", t.param_close},
+                        {"tools", tools}, {"parallel", cr.parallel_tool_calls}, {"after_trigger", !forced}};
+    StructuredOutput& so = cr.params.structured;
+    so.kind = StructuredOutput::Kind::kToolCalls;
+    so.spec = spec.dump();
+    so.trigger = forced ? (reasoning ? "</think>" : "") : t.calls_start;
+    so.max_whitespace = 1;  // JSON values as Python's json.dumps writes them (", " and ": ")
+    try {  // a schema the grammar cannot take is the request's fault: say so now
+      structured::JsonWhitespace ws;
+      ws.compact = false;
+      ws.max_run = so.max_whitespace;
+      (void)structured::compile_tool_calls(so.spec, ws);
+    } catch (const Error& e) {
+      return send_error(res, bad_request(std::string("'tools': ") + e.what(), "tools"));
+    }
+  }
   const int64_t ctx = loop_.engine().max_model_len();
   if (!cr.max_tokens_given)  // OpenAI's default: as much as the context leaves
     cr.params.max_tokens = std::max<int64_t>(1, ctx - int64_t(ids.size()));

@@ -157,7 +157,7 @@ SamplingParams WireReader::params() {
   };
   opt_int(p.logprobs), opt_int(p.prompt_logprobs), opt_int(p.num_speculative_tokens);
   const uint64_t kind = u64();
-  if (kind > uint64_t(StructuredOutput::Kind::kJsonObject)) fail("a message between ranks has a bad structured kind");
+  if (kind > uint64_t(StructuredOutput::Kind::kToolCalls)) fail("a message between ranks has a bad structured kind");
   p.structured.kind = StructuredOutput::Kind(kind);
   p.structured.spec = str(), p.structured.trigger = str(), p.structured.max_whitespace = int(i64());
   p.skip_special_tokens = u64() != 0, p.include_stop_str_in_output = u64() != 0;

@@ -1,4 +1,5 @@
 #include "structured/constraint.h"
+#include "structured/tool_grammar.h"
 
 #include <algorithm>
 
@@ -20,6 +21,7 @@ std::shared_ptr<const Grammar> compile_structured(const StructuredOutput& so) {
     case K::kRegex: return std::make_shared<const Grammar>(parse_regex(so.spec));
     case K::kGrammar: return std::make_shared<const Grammar>(parse_gbnf(so.spec));
     case K::kJsonObject: return std::make_shared<const Grammar>(json_grammar(ws, /*object_at_top=*/true));
+    case K::kToolCalls: return std::make_shared<const Grammar>(compile_tool_calls(so.spec, ws));
     case K::kNone: break;
   }
   fail("structured output: no kind given");

@@ -8,10 +8,16 @@ call; the server must return it as OpenAI tool calls, streamed or not, never as 
   to the non-streamed arguments, and no delta's content holds DSML;
 - the next turn (the call replayed with its result) renders the sampled call's bytes
   again, and its prompt hits the prefix cache;
+- tool_choice "required" / a named function: the random model's every answer is one call
+  whose arguments validate against the tool's schema (50 of 50), since the grammar of the
+  tools' schemas constrains decoding;
 - reasoning_effort: turns thinking on, refused by name where the version has no such
   setting; tool_choice / tools / parallel_tool_calls checked and refused by name."""
+import concurrent.futures
 import json
 import re
+
+import jsonschema
 
 import pytest
 
@@ -45,7 +51,7 @@ def v41(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(v41):
-    s = Server(v41, "--max-num-seqs", "4")
+    s = Server(v41, "--max-num-seqs", "8")
     yield s
     s.stop()
 
@@ -139,7 +145,7 @@ def test_reasoning_effort(server):
 
 
 @pytest.mark.parametrize("extra,param", [
-    ({"tool_choice": "required"}, "tool_choice"),
+    ({"tool_choice": "required"}, "tool_choice"),  # with the request's own grammar
     ({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
     ({"tool_choice": "sometimes"}, "tool_choice"),
     ({"tools": [{"type": "retrieval"}]}, "tools"),
@@ -172,3 +178,35 @@ def test_dense_models_refuse_tools_and_effort(tiny_models):
             assert status == 400 and e["error"]["param"] == param, e
     finally:
         s.stop()
+
+
+WEATHER = {"type": "object", "properties": {
+    "city": {"type": "string", "enum": ["Oslo", "Paris", "Rome"]}, "days": {"type": "integer", "minimum": 1, "maximum": 7},
+    "metric": {"type": "boolean"}, "when": {"type": "string", "enum": ["today", "tomorrow"]},
+    "area": {"type": "object", "properties": {"lat": {"type": "integer", "minimum": -90, "maximum": 90}}, "required": ["lat"]}},
+    "required": ["city", "days"]}
+TIME = {"type": "object", "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}}, "required": ["zone"]}
+CONSTRAINED = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}},
+               {"type": "function", "function": {"name": "get_time", "parameters": TIME}}]
+
+
+def test_required_calls_validate_against_the_schema(server):
+    model = server.client.models.list().data[0].id
+
+    def one(seed, choice="required"):
+        status, r = server.raw("POST", "/v1/chat/completions", {
+            "model": model, "messages": MESSAGES, "tools": CONSTRAINED, "tool_choice": choice,
+            "parallel_tool_calls": False, "max_tokens": 400, "seed": seed, "temperature": 1.0})
+        assert status == 200, r
+        choice0 = r["choices"][0]
+        calls = choice0["message"].get("tool_calls") or []
+        assert choice0["finish_reason"] == "tool_calls" and len(calls) == 1 and choice0["message"]["content"] is None, r
+        fn = calls[0]["function"]
+        jsonschema.validate(json.loads(fn["arguments"]), WEATHER if fn["name"] == "get_weather" else TIME)
+        return fn["name"]
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        names = list(pool.map(one, range(50)))
+    assert len(names) == 50 and set(names) <= {"get_weather", "get_time"}
+    named = {"type": "function", "function": {"name": "get_time"}}
+    assert {one(seed, named) for seed in range(4)} == {"get_time"}

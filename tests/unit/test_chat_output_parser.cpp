@@ -131,10 +131,16 @@ TEST(ChatOutputParser, MalformedBlocksBecomeContent) {
     EXPECT_EQ(m.calls[1].second, "{}");
   }
   const Message cut = run(o, {good + "<｜DSML｜ invoke name=\"g\">\n<｜DSML｜ parameter name=\"x\" str"});
-  EXPECT_TRUE(cut.malformed);
+  EXPECT_FALSE(cut.malformed);  // cut short, not broken
   ASSERT_EQ(cut.calls.size(), 2u);
   EXPECT_EQ(cut.calls[1].second, "{}");
   EXPECT_EQ(cut.content, "");  // the call stands for its text
+  // Cut short before a call's header is complete: nothing of it comes out.
+  for (const auto& pieces : cuts(good + "<｜DSML｜ invoke name=\"get_ti")) {
+    const Message m = run(o, pieces, true);
+    EXPECT_EQ(m.content, "");
+    EXPECT_EQ(m.calls.size(), 1u);
+  }
   // Text after the block.
   const Message after = run(o, {good + "</｜DSML｜ calls>more"});
   EXPECT_TRUE(after.malformed);

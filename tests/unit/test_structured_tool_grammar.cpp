@@ -1,0 +1,120 @@
+// The constrained tool-call grammar (structured/tool_grammar.h): exactly the DSML blocks
+// DeepSeek's encoder writes for the given tools, each value held to its schema: required
+// parameters present, optional ones free, schema order, plain strings raw (enum values
+// as their texts), everything else JSON under its schema with $defs in scope; one call
+// unless parallel; after a trigger the block starts at its '>'.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "structured/matcher.h"
+#include "structured/tool_grammar.h"
+#include "structured_vocab.h"
+
+using namespace gannet::structured;
+using gannet::structured::test::bytes_vocab;
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+const char* kTools = R"([
+  {"name": "get_weather", "parameters": {"type": "object", "properties": {
+     "city": {"type": "string", "description": "a city"},
+     "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+     "days": {"type": "integer", "minimum": 1, "maximum": 7},
+     "code": {"type": "string", "maxLength": 3},
+     "rule": {"$ref": "#/$defs/rule"}},
+   "required": ["city", "days"],
+   "$defs": {"rule": {"type": "object", "properties": {"freq": {"enum": ["daily", "weekly"]}}, "required": ["freq"]}}}},
+  {"name": "get_time", "parameters": {"type": "object", "properties": {}}}])";
+
+std::string spec(bool parallel, bool after_trigger) {
+  return ojson{{"calls_open", "\n\n<｜DSML｜ calls>"}, {"calls_close", "</｜DSML｜ calls>"},
+               {"invoke_open", "<｜DSML｜ invoke"}, {"invoke_close", "</｜DSML｜ invoke>"},
+               {"param_open", "<｜DSML｜ parameter"}, {"param_close", "</｜DSML｜ parameter>"},
+               {"tools", ojson::parse(kTools)}, {"parallel", parallel}, {"after_trigger", after_trigger}}
+      .dump();
+}
+
+bool accepts(const Grammar& g, const std::string& s) {
+  Matcher m(std::make_shared<const Grammar>(g), bytes_vocab());
+  return m.accept_bytes(s) && m.can_end();
+}
+
+std::string param(const std::string& k, bool str, const std::string& v) {
+  return "<｜DSML｜ parameter name=\"" + k + "\" string=\"" + (str ? "true" : "false") + "\">" + v + "</｜DSML｜ parameter>";
+}
+std::string invoke(const std::string& name, const std::vector<std::string>& params) {
+  std::string body;
+  for (size_t i = 0; i < params.size(); ++i) body += (i ? "\n" : "") + params[i];
+  return "<｜DSML｜ invoke name=\"" + name + "\">\n" + body + "\n</｜DSML｜ invoke>";
+}
+std::string block(const std::vector<std::string>& invokes) {
+  std::string body;
+  for (size_t i = 0; i < invokes.size(); ++i) body += (i ? "\n" : "") + invokes[i];
+  return "\n\n<｜DSML｜ calls>\n" + body + "\n</｜DSML｜ calls>";
+}
+
+TEST(ToolGrammar, TheEncodersBlocksAndNothingElse) {
+  JsonWhitespace ws;
+  ws.compact = false;
+  ws.max_run = 1;
+  const Grammar one = compile_tool_calls(spec(false, false), ws), many = compile_tool_calls(spec(true, false), ws);
+  const std::string w = invoke("get_weather", {param("city", true, "Oslo, \"<Norway>\"\nnorth"), param("days", false, "3")});
+  const std::string full = invoke("get_weather", {param("city", true, ""), param("unit", true, "celsius"), param("days", false, "7"),
+                                                  param("code", false, "\"ab\""), param("rule", false, "{\"freq\": \"daily\"}")});
+  const std::string t = invoke("get_time", {});
+  for (const std::string& ok : {block({w}), block({full}), block({t})}) {
+    EXPECT_TRUE(accepts(one, ok)) << ok;
+    EXPECT_TRUE(accepts(many, ok)) << ok;
+  }
+  EXPECT_TRUE(accepts(many, block({w, t, w})));
+  EXPECT_FALSE(accepts(one, block({w, t})));  // parallel: false
+  const std::string bad[] = {
+      block({invoke("get_weather", {param("city", true, "Oslo")})}),                                  // days is required
+      block({invoke("get_weather", {param("days", false, "3"), param("city", true, "Oslo")})}),       // schema order
+      block({invoke("get_weather", {param("city", true, "Oslo"), param("days", false, "8")})}),       // maximum
+      block({invoke("get_weather", {param("city", true, "Oslo"), param("days", true, "3")})}),        // integer written raw
+      block({invoke("get_weather", {param("city", false, "\"Oslo\""), param("days", false, "3")})}),  // plain string as JSON
+      block({invoke("get_weather", {param("city", true, "a</｜DSML｜ b"), param("days", false, "3")})}),
+      block({invoke("get_weather", {param("city", true, "O"), param("unit", true, "kelvin"), param("days", false, "3")})}),
+      block({invoke("get_weather", {param("city", true, "O"), param("days", false, "3"), param("code", false, "\"abcd\"")})}),
+      block({invoke("get_weather", {param("city", true, "O"), param("days", false, "3"), param("rule", false, "{}")})}),
+      block({invoke("get_weather", {param("city", true, "O"), param("days", false, "3"), param("other", true, "x")})}),
+      block({invoke("get_now", {})}),
+      block({}),
+  };
+  for (const std::string& b : bad) EXPECT_FALSE(accepts(many, b)) << b;
+  // Python's spacing in JSON values is allowed (max_whitespace 1), two spaces are not.
+  const std::string spaced = invoke("get_weather", {param("city", true, "O"), param("days", false, "3"),
+                                                    param("rule", false, "{\"freq\": \"weekly\"}")});
+  EXPECT_TRUE(accepts(many, block({spaced})));
+  const std::string wide = invoke("get_weather", {param("city", true, "O"), param("days", false, "3"),
+                                                  param("rule", false, "{\"freq\":  \"weekly\"}")});
+  EXPECT_FALSE(accepts(many, block({wide})));
+  // After the trigger "\n\n<｜DSML｜ calls" the grammar starts at '>'.
+  const Grammar rest = compile_tool_calls(spec(true, true), ws);
+  EXPECT_TRUE(accepts(rest, block({w}).substr(std::string("\n\n<｜DSML｜ calls").size())));
+  EXPECT_FALSE(accepts(rest, block({w})));
+}
+
+TEST(ToolGrammar, BadSpecsAreRefusedByName) {
+  ojson s = ojson::parse(spec(true, false));
+  s["tools"][0]["parameters"]["properties"]["days"] = {{"type", "integer"}, {"frobnicate", 1}};
+  try {
+    compile_tool_calls(s.dump());
+    FAIL() << "an unknown schema keyword compiled";
+  } catch (const gannet::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'get_weather', parameter 'days'"), std::string::npos) << e.what();
+  }
+  s = ojson::parse(spec(true, false));
+  s["tools"][0]["parameters"]["required"].push_back("nowhere");
+  EXPECT_THROW(compile_tool_calls(s.dump()), gannet::Error);
+  s = ojson::parse(spec(true, false));
+  s["tools"] = ojson::array();
+  EXPECT_THROW(compile_tool_calls(s.dump()), gannet::Error);
+}
+
+}  // namespace
