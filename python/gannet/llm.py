@@ -260,7 +260,9 @@ class LLM:
              chat_template_kwargs: Optional[Dict[str, Any]] = None) -> List[RequestOutput]:
         """Generates replies to one conversation (a list of {"role", "content"} dicts) or a
         list of conversations, formatted with the checkpoint's chat template (or
-        `chat_template`, a Jinja template's text)."""
+        `chat_template`, a Jinja template's text). Each output's `message` is the reply as
+        the server returns it: content, reasoning_content and, for DeepSeek-V4 / V4.1 with
+        `tools`, tool_calls read back from the output (not set with `chat_template`)."""
         if lora_request is not None:
             raise ValueError(f"{_OWNER}.chat: lora_request is not supported (no LoRA adapters)")
         if continue_final_message:
@@ -287,7 +289,13 @@ class LLM:
                 raise ValueError(f"{_OWNER}.chat: conversation {i}: {e}") from None
             # The template writes the BOS token itself.
             items.append((text, list(self._engine.encode(text, False))))
-        return self._run(items, self._params_for(sampling_params, len(items)), use_tqdm)
+        results = self._run(items, self._params_for(sampling_params, len(items)), use_tqdm)
+        if chat_template is None:  # read the answers back as the server does
+            with_tools = bool(tools)
+            for (text, _), r in zip(items, results):
+                for o in r.outputs:
+                    o.message = json.loads(self._engine.parse_chat_output(text, o.text, with_tools))
+        return results
 
     # -- internals ------------------------------------------------------------------------
 

@@ -30,6 +30,10 @@ class CompletionOutput:
     logprobs: Optional[List[PositionLogprobs]]
     finish_reason: Optional[str] = None
     stop_reason: Union[int, str, None] = None
+    # LLM.chat only (a gannet addition): the assistant message the text stands for, as the
+    # server's /v1/chat/completions returns it: {"role", "content", "reasoning_content"
+    # (when the prompt opened reasoning), "tool_calls" (DeepSeek-V4 / V4.1 with tools)}.
+    message: Optional[Dict] = None
 
     def finished(self) -> bool:
         return self.finish_reason is not None

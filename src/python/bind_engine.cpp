@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "python/bindings.h"
 #include "chat/chat_format.h"
+#include "chat/output_parser.h"
 
 namespace nb = nanobind;
 
@@ -54,6 +55,34 @@ class PyEngine {
       fail(engine_->args().model, " has no chat template (chat_template.jinja or tokenizer_config.json's "
            "\"chat_template\"): give one with chat_template=...");
     return chat_->render(msgs, options, nullptr);
+  }
+
+  // The assistant message a chat completion stands for, as the server returns it: content,
+  // reasoning_content (when the prompt opened reasoning) and tool_calls (read back from
+  // DeepSeek-V4 / V4.1 DSML when the request had tools), as JSON text.
+  std::string parse_chat_output(const std::string& prompt, const std::string& text, bool tools) {
+    if (!chat_) chat_ = chat::ChatFormat::load(engine_->args().model, "");
+    chat::ChatOutputParser::Options o;
+    o.starts_in_reasoning = chat_->deepseek().has_value() && prompt.ends_with("<think>");
+    if (tools) o.dsml = chat_->deepseek();
+    chat::ChatOutputParser parser(o);
+    std::string reasoning, content;
+    nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+    for (const chat::ChatDelta& d : {parser.feed(text), parser.finish()}) {
+      reasoning += d.reasoning;
+      content += d.content;
+      for (const chat::ToolCallDelta& t : d.tool_calls) {
+        if (t.index >= calls.size())
+          calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", ""}}}});
+        calls[t.index]["function"]["arguments"] = calls[t.index]["function"]["arguments"].get<std::string>() + t.arguments;
+      }
+    }
+    nlohmann::ordered_json msg = {{"role", "assistant"}};
+    msg["content"] = parser.in_reasoning() || (content.empty() && !calls.empty()) ? nlohmann::ordered_json(nullptr)
+                                                                                 : nlohmann::ordered_json(content);
+    if (o.starts_in_reasoning) msg["reasoning_content"] = reasoning;
+    if (!calls.empty()) msg["tool_calls"] = calls;
+    return msg.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   }
 
  private:
@@ -136,7 +165,8 @@ void bind_engine(nb::module_& m) {
              return nb::bytes(s.data(), s.size());
            })
       .def("render_chat", &PyEngine::render_chat, nb::arg("messages_json"), nb::arg("add_generation_prompt"),
-           nb::arg("chat_template_kwargs_json"), nb::arg("tools_json"), nb::arg("chat_template").none());
+           nb::arg("chat_template_kwargs_json"), nb::arg("tools_json"), nb::arg("chat_template").none())
+      .def("parse_chat_output", &PyEngine::parse_chat_output, nb::arg("prompt"), nb::arg("text"), nb::arg("tools"));
 }
 
 }  // namespace gannet::python

@@ -210,3 +210,26 @@ def test_required_calls_validate_against_the_schema(server):
     assert len(names) == 50 and set(names) <= {"get_weather", "get_time"}
     named = {"type": "function", "function": {"name": "get_time"}}
     assert {one(seed, named) for seed in range(4)} == {"get_time"}
+
+
+def test_llm_chat_reads_tool_calls_back(v41):
+    """LLM.chat with tools: each output's message carries the parsed call, as the server's."""
+    import os
+    import sys
+    sys.path.insert(0, os.environ.get("GANNET_PYTHONPATH", str(ROOT / "build" / "python")))
+    import gannet
+    llm = gannet.LLM(model=str(v41), quiet=True)
+    sp = gannet.SamplingParams(max_tokens=250, temperature=0,
+                               structured_outputs=gannet.StructuredOutputsParams(grammar=GRAMMAR))
+    (r,) = llm.chat(MESSAGES, sp, tools=TOOLS)
+    msg = r.outputs[0].message
+    assert msg["content"] is None and msg["role"] == "assistant"
+    (call,) = msg["tool_calls"]
+    args = json.loads(call["function"]["arguments"])
+    assert call["function"]["name"] == "get_weather" and r.outputs[0].text == CALL.format(**args)
+    # Without tools the same text is only content; with thinking the answer opens in reasoning.
+    (plain,) = llm.chat(MESSAGES, gannet.SamplingParams(max_tokens=3, temperature=0))
+    assert "tool_calls" not in plain.outputs[0].message and "reasoning_content" not in plain.outputs[0].message
+    (think,) = llm.chat(MESSAGES, gannet.SamplingParams(max_tokens=3, temperature=0),
+                        chat_template_kwargs={"thinking": True})
+    assert think.outputs[0].message["reasoning_content"] == think.outputs[0].text
