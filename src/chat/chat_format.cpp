@@ -46,6 +46,31 @@ ChatFormat ChatFormat::load(const std::string& model_dir, const std::string& tem
   return f;
 }
 
+namespace {
+ChatOutputParser::Options::Json json_syntax_of(const std::string& source) {
+  if (source.find("<tool_call>") != std::string::npos) return ChatOutputParser::Options::Json::kQwen;
+  if (source.find("\"parameters\"") != std::string::npos && source.find("<|eot_id|>") != std::string::npos)
+    return ChatOutputParser::Options::Json::kLlama;
+  return ChatOutputParser::Options::Json::kNone;
+}
+}  // namespace
+
+ChatOutputParser::Options ChatFormat::output_options(const std::string& prompt, bool tools) const {
+  ChatOutputParser::Options o;
+  if (deepseek_) {
+    o.starts_in_reasoning = prompt.ends_with("<think>");
+    if (tools) o.dsml = deepseek_;
+  } else if (jinja_) {
+    o.think_tag = jinja_->source().find("<think>") != std::string::npos;
+    if (tools) o.json = json_syntax_of(jinja_->source());
+  }
+  return o;
+}
+
+bool ChatFormat::reads_tool_calls() const {
+  return deepseek_.has_value() || (jinja_ && json_syntax_of(jinja_->source()) != ChatOutputParser::Options::Json::kNone);
+}
+
 std::optional<DeepseekVersion> deepseek_version_of_architecture(const std::string& arch) {
   if (arch == "DeepseekV4ForCausalLM") return DeepseekVersion::kV4;
   if (arch == "DeepseekV41ForCausalLM" || arch == "DeepseekV41ForConditionalGeneration") return DeepseekVersion::kV41;

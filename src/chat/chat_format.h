@@ -11,6 +11,7 @@
 
 #include "chat/chat_template.h"
 #include "chat/deepseek_v4_encoding.h"
+#include "chat/output_parser.h"
 
 namespace gannet::chat {
 
@@ -24,6 +25,15 @@ class ChatFormat {
   const std::string& origin() const { return origin_; }
   // The DeepSeek encoder in use, if that is the format.
   std::optional<DeepseekVersion> deepseek() const { return deepseek_; }
+
+  // How a completion of `prompt` is read back (output_parser.h): reasoning opened by the
+  // prompt (DeepSeek's "<think>") or by a leading "<think>" (templates that write one:
+  // Qwen3), and with `tools` the family's tool-call syntax, chosen by the format: DSML for
+  // DeepSeek-V4 / V4.1, "<tool_call>" JSON for templates that write it (Qwen 2.5 / 3), a
+  // JSON {"name", "parameters"} answer for Llama 3.1 / 3.2's.
+  ChatOutputParser::Options output_options(const std::string& prompt, bool tools) const;
+  // Whether tool calls in this format's output can be read back.
+  bool reads_tool_calls() const;
 
   // The prompt text. `reasoning` says whether the output starts inside reasoning text.
   // Throws gannet::Error for a conversation the format refuses.

@@ -113,7 +113,7 @@ std::optional<ChatTemplate> ChatTemplate::from_dir(const std::string& dir) {
 }
 
 ChatTemplate::ChatTemplate(const std::string& source, nlohmann::ordered_json special_tokens)
-    : template_(std::make_shared<jinja::Template>(source)), special_(std::move(special_tokens)) {}
+    : template_(std::make_shared<jinja::Template>(source)), special_(std::move(special_tokens)), source_(source) {}
 
 void ChatTemplate::set_clock(std::function<std::string(const std::string&)> strftime_now) {
   template_->set_clock(std::move(strftime_now));

@@ -42,12 +42,15 @@ class ChatTemplate {
   // calls raise_exception (the message says which).
   std::string render(const nlohmann::ordered_json& messages, const ChatOptions& options) const;
 
+  const std::string& source() const { return source_; }
+
   // Pins strftime_now (tests).
   void set_clock(std::function<std::string(const std::string&)> strftime_now);
 
  private:
   std::shared_ptr<jinja::Template> template_;
   nlohmann::ordered_json special_;
+  std::string source_;
 };
 
 // The special-token variables a template sees (bos_token, eos_token, unk_token, pad_token),

@@ -1,5 +1,7 @@
 #include "chat/output_parser.h"
 
+#include <nlohmann/json.hpp>
+
 #include "chat/python_json.h"
 #include "core/error.h"
 
@@ -8,6 +10,13 @@ namespace gannet::chat {
 namespace {
 
 constexpr std::string_view kEndOfThinking = "</think>";
+constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kQwenOpen = "<tool_call>", kQwenClose = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+
+bool blank(std::string_view s) {
+  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
 
 // The longest tail of `s` that is a proper prefix of one of `stops`.
 size_t held_tail(std::string_view s, std::initializer_list<std::string_view> stops) {
@@ -35,7 +44,7 @@ ChatOutputParser::ChatOutputParser(Options o)
 
 ChatDelta ChatOutputParser::feed(std::string_view piece) {
   ChatDelta d;
-  (phase_ == Phase::kTools ? block_ : held_) += piece;
+  (phase_ == Phase::kTools || phase_ == Phase::kQwenCalls || phase_ == Phase::kLlamaCall ? block_ : held_) += piece;
   step(d, false);
   return d;
 }
@@ -51,10 +60,20 @@ void ChatOutputParser::step(ChatDelta& d, bool final) {
   for (;;) {
     switch (phase_) {
       case Phase::kReasoning: {
+        if (after_think_ && phase_ == Phase::kReasoning && !think_lead_done_) {
+          // "<think>\nREASONING\n</think>" (Qwen3): the newlines inside the tags are not reasoning.
+          const size_t lead = held_.find_first_not_of("\n");
+          if (lead == std::string::npos && !final) return;
+          held_.erase(0, lead == std::string::npos ? held_.size() : lead);
+          think_lead_done_ = true;
+        }
         const size_t end = held_.find(kEndOfThinking);
         const size_t call = o_.dsml ? held_.find(start) : std::string::npos;
         if (end != std::string::npos && (call == std::string::npos || end < call)) {
-          d.reasoning += held_.substr(0, end);
+          size_t cut = end;
+          if (after_think_)
+            while (cut > 0 && held_[cut - 1] == '\n') --cut;
+          d.reasoning += held_.substr(0, cut);
           held_.erase(0, end + kEndOfThinking.size());
           phase_ = Phase::kContent;
           continue;
@@ -66,12 +85,66 @@ void ChatOutputParser::step(ChatDelta& d, bool final) {
           phase_ = Phase::kTools;
           continue;
         }
-        const size_t keep = final ? 0 : o_.dsml ? held_tail(held_, {kEndOfThinking, start}) : held_tail(held_, {kEndOfThinking});
+        size_t keep = final ? 0 : o_.dsml ? held_tail(held_, {kEndOfThinking, start}) : held_tail(held_, {kEndOfThinking});
+        if (after_think_ && !final)  // newlines that may end the block
+          while (keep < held_.size() && held_[held_.size() - keep - 1] == '\n') ++keep;
         d.reasoning += held_.substr(0, held_.size() - keep);
         held_.erase(0, held_.size() - keep);
         return;
       }
       case Phase::kContent: {
+        if (!started_ && (o_.think_tag || o_.json == Options::Json::kLlama)) {
+          // What the answer opens with decides: "<think>" (reasoning), a JSON call (Llama).
+          const size_t lead = held_.find_first_not_of(" \t\r\n");
+          if (lead == std::string::npos && !final) return;
+          const std::string_view head = lead == std::string::npos ? std::string_view() : std::string_view(held_).substr(lead);
+          const bool may_think = o_.think_tag && kThinkOpen.starts_with(head.substr(0, kThinkOpen.size()));
+          const bool may_call = o_.json == Options::Json::kLlama &&
+                                (head.starts_with("{") || kPythonTag.starts_with(head.substr(0, kPythonTag.size())));
+          if (!final && (may_think && head.size() < kThinkOpen.size())) return;  // not decided yet
+          if (!final && (may_call && !head.starts_with("{") && head.size() < kPythonTag.size())) return;
+          started_ = true;
+          if (o_.think_tag && head.starts_with(kThinkOpen)) {
+            held_.erase(0, lead + kThinkOpen.size());
+            phase_ = Phase::kReasoning;
+            after_think_ = true;
+            continue;
+          }
+          if (may_call && (head.starts_with("{") || head.starts_with(kPythonTag))) {
+            block_ = held_;
+            held_.clear();
+            phase_ = Phase::kLlamaCall;
+            continue;
+          }
+        }
+        started_ = true;
+        if (after_think_) {  // the blank line after "</think>" is not content
+          const size_t lead = held_.find_first_not_of("\n");
+          if (lead == std::string::npos && !final) return;
+          held_.erase(0, lead == std::string::npos ? held_.size() : lead);
+          after_think_ = false;
+        }
+        if (o_.json == Options::Json::kQwen) {
+          const size_t call = held_.find(kQwenOpen);
+          if (call != std::string::npos) {
+            size_t end = call;
+            while (end > 0 && std::string_view(" \t\r\n").find(held_[end - 1]) != std::string_view::npos) --end;
+            d.content += held_.substr(0, end);
+            block_ = held_.substr(call);
+            held_.clear();
+            phase_ = Phase::kQwenCalls;
+            continue;
+          }
+          // Hold back what may start a call, with the whitespace before it.
+          size_t keep = final ? 0 : held_tail(held_, {kQwenOpen});
+          if (!final)
+            while (keep < held_.size() &&
+                   std::string_view(" \t\r\n").find(held_[held_.size() - keep - 1]) != std::string_view::npos)
+              ++keep;
+          d.content += held_.substr(0, held_.size() - keep);
+          held_.erase(0, held_.size() - keep);
+          return;
+        }
         const size_t call = o_.dsml ? held_.find(start) : std::string::npos;
         if (call != std::string::npos) {
           d.content += held_.substr(0, call);
@@ -103,6 +176,25 @@ void ChatOutputParser::step(ChatDelta& d, bool final) {
       case Phase::kDrop:
         held_.clear();
         return;
+      case Phase::kQwenCalls:
+        scan_qwen(d, final);
+        if (phase_ == Phase::kQwenCalls) return;
+        continue;
+      case Phase::kLlamaCall: {
+        if (!final) return;  // one JSON object: read when the text ends
+        std::string_view body = block_;
+        const size_t lead = body.find_first_not_of(" \t\r\n");
+        body.remove_prefix(lead == std::string_view::npos ? body.size() : lead);
+        if (body.starts_with(kPythonTag)) body.remove_prefix(kPythonTag.size());
+        if (!add_json_call(d, body, "parameters")) {
+          held_ = block_;  // not a call: the answer as written
+          phase_ = Phase::kRaw;
+        } else {
+          phase_ = Phase::kDrop;
+        }
+        block_.clear();
+        continue;
+      }
     }
   }
 }
@@ -110,6 +202,58 @@ void ChatOutputParser::step(ChatDelta& d, bool final) {
 // Re-reads the block from its start (it is short) and sends what is newly complete: a
 // call's id and name when its header is, a fragment when a parameter closes, the brace
 // when the invoke does.
+// One JSON call {"name": ..., args_key or "arguments": {...}}: sent whole (id and name,
+// then the arguments). False, sending nothing, for text that is not such an object.
+bool ChatOutputParser::add_json_call(ChatDelta& d, std::string_view body, const char* args_key) {
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
+  const char* key = j.contains(args_key) ? args_key : "arguments";
+  nlohmann::ordered_json args = j.contains(key) ? j[key] : nlohmann::ordered_json::object();
+  if (args.is_string()) args = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+  if (!args.is_object()) return false;
+  const size_t k = calls_.size();
+  calls_.push_back({j["name"].get<std::string>(), 0, true});
+  d.tool_calls.push_back({k, o_.id_prefix + std::to_string(k), calls_[k].name, ""});
+  d.tool_calls.push_back({k, "", "", python_json_dumps(args)});
+  return true;
+}
+
+// "<tool_call>" JSON "</tool_call>" blocks, whitespace between; what follows the last one
+// that is no block is content.
+void ChatOutputParser::scan_qwen(ChatDelta& d, bool final) {
+  for (;;) {
+    const size_t lead = block_.find_first_not_of(" \t\r\n");
+    if (lead == std::string::npos) {
+      if (final) block_.clear(), phase_ = Phase::kDrop;
+      return;
+    }
+    const std::string_view rest = std::string_view(block_).substr(lead);
+    if (!rest.starts_with(kQwenOpen)) {
+      if (!final && kQwenOpen.starts_with(rest)) return;  // may still open a call
+      held_ = std::string(rest);  // text after the calls
+      block_.clear();
+      phase_ = Phase::kRaw;
+      return;
+    }
+    const size_t close = rest.find(kQwenClose);
+    if (close == std::string_view::npos) {
+      if (!final) return;
+      // Cut short inside a call: nothing of it comes out.
+      block_.clear();
+      phase_ = Phase::kDrop;
+      return;
+    }
+    if (!add_json_call(d, rest.substr(kQwenOpen.size(), close - kQwenOpen.size()), "arguments")) {
+      malformed_ = true;
+      held_ = std::string(rest);
+      block_.clear();
+      phase_ = Phase::kRaw;
+      return;
+    }
+    block_.erase(0, lead + close + kQwenClose.size());
+  }
+}
+
 void ChatOutputParser::scan_tools(ChatDelta& d, bool final) {
   const std::string_view t = block_;
   const std::string invoke_end = tags_.invoke_close.substr(0, tags_.invoke_close.size() - 1);  // no '>'

@@ -43,7 +43,16 @@ class ChatOutputParser {
  public:
   struct Options {
     bool starts_in_reasoning = false;
-    std::optional<DeepseekVersion> dsml;  // the tool-call syntax; nullopt: no tool calls parsed
+    // A "<think>" at the very start opens reasoning (Qwen3), which ends at "</think>"; the
+    // blank line after it is not content.
+    bool think_tag = false;
+    std::optional<DeepseekVersion> dsml;  // DSML tool calls (DeepSeek-V4 / V4.1)
+    // JSON tool calls of the dense families: kQwen, "<tool_call>\n{"name", "arguments"}\n
+    // </tool_call>" blocks after the content (the whitespace between is not content);
+    // kLlama, an answer that is one {"name", "parameters"} object (after an optional
+    // <|python_tag|>), read when the text ends.
+    enum class Json { kNone, kQwen, kLlama };
+    Json json = Json::kNone;
     std::string id_prefix = "call_";      // call k gets id_prefix + k
   };
   explicit ChatOutputParser(Options o);
@@ -58,7 +67,7 @@ class ChatOutputParser {
  private:
   // kRaw: after a broken block, text is content; kDrop: a call broke after its name went
   // out, and the rest of the text is dropped (the call stands for it).
-  enum class Phase { kReasoning, kContent, kTools, kAfterTools, kRaw, kDrop };
+  enum class Phase { kReasoning, kContent, kTools, kAfterTools, kRaw, kDrop, kQwenCalls, kLlamaCall };
   struct Call {
     std::string name;
     size_t params = 0;  // fragments sent
@@ -66,6 +75,11 @@ class ChatOutputParser {
   };
   void step(ChatDelta& d, bool final);
   void scan_tools(ChatDelta& d, bool final);
+  void scan_qwen(ChatDelta& d, bool final);
+  bool add_json_call(ChatDelta& d, std::string_view body, const char* args_key);
+  bool started_ = false;     // some text has been seen (think_tag, kLlama: what it starts with)
+  bool after_think_ = false;  // a "<think>" opened reasoning: its newlines and the blank line after are skipped
+  bool think_lead_done_ = false;
 
   Options o_;
   DsmlTags tags_;

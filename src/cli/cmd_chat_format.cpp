@@ -14,6 +14,7 @@
 
 #include "chat/chat_format.h"
 #include "chat/deepseek_v4_encoding.h"
+#include "chat/output_parser.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "tokenizer/tokenizer.h"
@@ -88,8 +89,24 @@ ojson parse_line(const chat::ChatFormat& format, const ojson& in) {
       return {{"error", "unknown field '" + it.key() + "' (a parse line has text and thinking_mode)"}};
     }
   }
-  if (!format.deepseek())
-    return {{"error", "this model's family has no tool-call parser in gannet yet (DeepSeek-V4 / V4.1 only)"}};
+  if (!format.deepseek()) {
+    // Dense families: the server's reader, in the template's tool-call syntax.
+    if (!format.reads_tool_calls())
+      return {{"error", "gannet reads no tool calls back from this chat format (" + format.origin() + ")"}};
+    chat::ChatOutputParser parser(format.output_options("", /*tools=*/true));
+    std::string reasoning, content;
+    ojson calls = ojson::array();
+    for (const chat::ChatDelta& d : {parser.feed(in["text"].get<std::string>()), parser.finish()}) {
+      reasoning += d.reasoning;
+      content += d.content;
+      for (const chat::ToolCallDelta& t : d.tool_calls) {
+        if (t.index >= calls.size()) calls.push_back({{"name", t.name}, {"arguments", ""}});
+        calls[t.index]["arguments"] = calls[t.index]["arguments"].get<std::string>() + t.arguments;
+      }
+    }
+    if (parser.malformed()) return {{"error", "the tool-call block does not parse"}};
+    return {{"content", content}, {"reasoning_content", reasoning}, {"tool_calls", calls}};
+  }
   const chat::ParsedCompletion p = chat::parse_deepseek_completion(*format.deepseek(), in["text"], mode == "thinking");
   ojson calls = ojson::array();
   for (const chat::ParsedToolCall& c : p.tool_calls) calls.push_back({{"name", c.name}, {"arguments", c.arguments}});

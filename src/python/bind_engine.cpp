@@ -58,13 +58,11 @@ class PyEngine {
   }
 
   // The assistant message a chat completion stands for, as the server returns it: content,
-  // reasoning_content (when the prompt opened reasoning) and tool_calls (read back from
-  // DeepSeek-V4 / V4.1 DSML when the request had tools), as JSON text.
+  // reasoning_content (when there was reasoning) and tool_calls (read back in the family's
+  // syntax when the request had tools), as JSON text.
   std::string parse_chat_output(const std::string& prompt, const std::string& text, bool tools) {
     if (!chat_) chat_ = chat::ChatFormat::load(engine_->args().model, "");
-    chat::ChatOutputParser::Options o;
-    o.starts_in_reasoning = chat_->deepseek().has_value() && prompt.ends_with("<think>");
-    if (tools) o.dsml = chat_->deepseek();
+    const chat::ChatOutputParser::Options o = chat_->output_options(prompt, tools);
     chat::ChatOutputParser parser(o);
     std::string reasoning, content;
     nlohmann::ordered_json calls = nlohmann::ordered_json::array();
@@ -80,7 +78,7 @@ class PyEngine {
     nlohmann::ordered_json msg = {{"role", "assistant"}};
     msg["content"] = parser.in_reasoning() || (content.empty() && !calls.empty()) ? nlohmann::ordered_json(nullptr)
                                                                                  : nlohmann::ordered_json(content);
-    if (o.starts_in_reasoning) msg["reasoning_content"] = reasoning;
+    if (o.starts_in_reasoning || !reasoning.empty()) msg["reasoning_content"] = reasoning;
     if (!calls.empty()) msg["tool_calls"] = calls;
     return msg.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   }

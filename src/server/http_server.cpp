@@ -334,11 +334,15 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   if (!chat_.available())
     return send_error(res, bad_request("this model has no chat template (start the server with --chat-template FILE)", "messages"));
   const bool want_tools = !cr.chat.tools.is_null();
-  if (want_tools && !chat_.deepseek())
-    return send_error(res, bad_request("'tools': tool calls are read back from the output of DeepSeek-V4 / V4.1 models only "
-                                       "so far (this model's chat format is " + chat_.origin() + ")",
+  if (want_tools && !chat_.reads_tool_calls())
+    return send_error(res, bad_request("'tools': gannet reads no tool calls back from this chat format (" + chat_.origin() +
+                                       "; it reads DeepSeek-V4 / V4.1 DSML, Qwen's <tool_call> and Llama 3's JSON calls)",
                                        "tools"));
   const bool forced = want_tools && cr.tool_choice != "auto";  // "required" or a named function
+  if (forced && !chat_.deepseek())
+    return send_error(res, bad_request("'tool_choice' \"" + (cr.tool_choice == "function" ? cr.tool_name : cr.tool_choice) +
+                                       "\": constrained calls are built for DeepSeek-V4 / V4.1's DSML only so far (use \"auto\")",
+                                       "tool_choice"));
   if (forced && cr.params.structured.active())
     return send_error(res, bad_request("'tool_choice' " + (cr.tool_choice == "function" ? "naming a function" : std::string("\"required\"")) +
                                        " constrains the output to a call, so it cannot be combined with response_format / structured",
@@ -361,10 +365,11 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   }
   bool reasoning = false;
   std::vector<int32_t> ids;
+  std::string prompt;
   try {
     // DeepSeek-V4.1's encoder takes content parts itself (joined by blank lines).
     const bool raw = chat_.deepseek() == chat::DeepseekVersion::kV41;
-    const std::string prompt = chat_.render(raw ? cr.raw_messages : cr.messages, cr.chat, &reasoning);
+    prompt = chat_.render(raw ? cr.raw_messages : cr.messages, cr.chat, &reasoning);
     ids = tok->encode(prompt, /*add_special_tokens=*/false);  // the template writes BOS itself
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -374,7 +379,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   // Constrained calls: "required" / a named function make the answer (after the reasoning,
   // when thinking) exactly a call block; under "auto" a block the model opens is held to
   // the tools' schemas from its first tag on. A request's own grammar wins under "auto".
-  if (want_tools && (forced || !cr.params.structured.active())) {
+  if (want_tools && chat_.deepseek() && (forced || !cr.params.structured.active())) {
     const chat::DsmlTags t = chat::dsml_tags(*chat_.deepseek());
     ojson tools = ojson::array();
     for (const ojson& tool : cr.chat.tools)
@@ -412,10 +417,8 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   std::shared_ptr<OutputStream> stream = loop_.submit(id, "", ids, cr.params);
   const bool want_lp = cr.logprobs;
   // Tool calls are read back when the request has tools; call ids are unique per response.
-  auto parser_options = [&, dsml = want_tools ? chat_.deepseek() : std::nullopt](int64_t choice) {
-    ChatOutputParser::Options po;
-    po.starts_in_reasoning = reasoning;
-    po.dsml = dsml;
+  auto parser_options = [&](int64_t choice) {
+    ChatOutputParser::Options po = chat_.output_options(prompt, want_tools);
     po.id_prefix = "call_" + id.substr(id.find('-') + 1) + "_" + std::to_string(choice) + "_";
     return po;
   };
@@ -452,7 +455,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
       }
       if (parser.malformed()) ++tool_parse_failures_;
       msg["content"] = parser.in_reasoning() || (content.empty() && !calls.list.empty()) ? json(nullptr) : json(content);
-      if (reasoning) msg["reasoning_content"] = r;
+      if (reasoning || !r.empty()) msg["reasoning_content"] = r;
       if (!calls.list.empty()) msg["tool_calls"] = calls.list;
       const std::string finish = !calls.list.empty() && c.finish_reason == "stop" ? "tool_calls" : c.finish_reason;
       choices.push_back({{"index", c.index},

@@ -87,3 +87,18 @@ def test_bad_lines_and_flags(gannet, tmp_path):
     assert p.returncode == 2 and "render or parse" in p.stderr
     p = gannet(["chat-format", "--model", str(MODELS["v41"]), "render", "--input", str(tmp_path / "none.jsonl")], check=False)
     assert p.returncode == 2 and "none.jsonl" in p.stderr
+
+
+@pytest.mark.parametrize("name", ["llama3.1", "llama3.2", "qwen2.5", "qwen3"])
+def test_dense_families_parse_what_their_templates_write(gannet, tiny_models, tmp_path, name):
+    # tests/data/tool_call_parse/: calls the official templates wrote (tools/make_tool_call_goldens.py).
+    template = tmp_path / f"{name}.jinja"
+    template.write_text(json.loads((ROOT / "tests" / "golden" / "chat_templates" / f"{name}.json").read_text())["chat_template"])
+    golden = lines(ROOT / "tests" / "data" / "tool_call_parse" / f"{name}.jsonl")
+    rc, out = chat_format(gannet, tmp_path, tiny_models["qwen3"], "parse", [{"text": g["text"]} for g in golden],
+                          ["--chat-template", str(template)])
+    assert rc == 0
+    for g, o in zip(golden, out):
+        assert o["content"] == g["content"] and o["reasoning_content"] == "", g["id"]
+        assert [(c["name"], json.loads(c["arguments"])) for c in o["tool_calls"]] == \
+               [(c["name"], c["arguments"]) for c in g["tool_calls"]], g["id"]

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/output_parser.h"
+#include "chat/python_json.h"
 
 namespace gannet::chat {
 namespace {
@@ -162,6 +163,57 @@ TEST(ChatOutputParser, ReasoningThatRunsIntoACallEndsThere) {
     EXPECT_EQ(m.calls[0].second, "{}");
     EXPECT_FALSE(m.malformed);
   }
+}
+
+}  // namespace
+}  // namespace gannet::chat
+
+namespace gannet::chat {
+namespace {
+
+// Dense families: what their official templates write for calls (tests/data/
+// tool_call_parse/, rendered by transformers) reads back, at every cut.
+TEST(ChatOutputParser, DenseFamiliesReadWhatTheirTemplatesWrite) {
+  int checked = 0;
+  for (const char* name : {"llama3.1", "llama3.2", "qwen2.5", "qwen3"}) {
+    std::ifstream f(source_dir() + "/tests/data/tool_call_parse/" + name + ".jsonl");
+    ASSERT_TRUE(f) << name;
+    for (std::string line; std::getline(f, line);) {
+      if (line.empty()) continue;
+      const ojson row = ojson::parse(line);
+      SCOPED_TRACE(row["id"].get<std::string>());
+      ChatOutputParser::Options o;
+      const std::string n = name;
+      o.json = n.starts_with("qwen") ? ChatOutputParser::Options::Json::kQwen : ChatOutputParser::Options::Json::kLlama;
+      o.think_tag = n == "qwen3";
+      Message want{"", row["content"], {}, {}, false};
+      for (const ojson& c : row["tool_calls"]) want.calls.push_back({c["name"], python_json_dumps(c["arguments"])});
+      for (size_t i = 0; i < want.calls.size(); ++i) want.ids.push_back("call_" + std::to_string(i));
+      for (const auto& pieces : cuts(row["text"])) ASSERT_EQ(run(o, pieces, true), want) << "cut at " << pieces[0].size();
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 22);
+}
+
+TEST(ChatOutputParser, DenseAnswersThatAreNoCalls) {
+  ChatOutputParser::Options o;
+  o.json = ChatOutputParser::Options::Json::kLlama;
+  for (const std::string text : {"{\"answer\": 42}", "{not json", "plain words {\"name\": \"f\"}"}) {
+    const Message m = run(o, {text});
+    EXPECT_EQ(m.content, text);
+    EXPECT_TRUE(m.calls.empty());
+  }
+  o.json = ChatOutputParser::Options::Json::kQwen;
+  o.think_tag = true;
+  for (const auto& pieces : cuts("<think>hmm</think>\n\nNo call.\n\n")) {
+    const Message m = run(o, pieces);
+    EXPECT_EQ(m.reasoning, "hmm");
+    EXPECT_EQ(m.content, "No call.\n\n");
+  }
+  const Message bad = run(o, {"x\n<tool_call>\n{\"nam\": 1}\n</tool_call>"});
+  EXPECT_TRUE(bad.malformed);
+  EXPECT_EQ(bad.content, "x<tool_call>\n{\"nam\": 1}\n</tool_call>");
 }
 
 }  // namespace
