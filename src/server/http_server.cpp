@@ -376,6 +376,9 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     return send_error(res, bad_request(m, m.find("reasoning_effort") != std::string::npos ? "reasoning_effort" : "messages"));
   }
   if (ids.empty()) return send_error(res, bad_request("the chat template rendered an empty prompt", "messages"));
+  // With thinking on, a request's grammar holds for the answer, after the reasoning ends.
+  if (reasoning && cr.params.structured.active() && cr.params.structured.trigger.empty())
+    cr.params.structured.trigger = "</think>";
   // Constrained calls: "required" / a named function make the answer (after the reasoning,
   // when thinking) exactly a call block; under "auto" a block the model opens is held to
   // the tools' schemas from its first tag on. A request's own grammar wins under "auto".

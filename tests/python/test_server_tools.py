@@ -270,3 +270,18 @@ def test_qwen_template_tool_calls_through_the_server(tiny_models, tmp_path):
         assert status == 400 and e["error"]["param"] == "tool_choice"
     finally:
         s.stop()
+
+
+def test_structured_output_with_thinking_holds_after_the_reasoning(server):
+    """response_format with thinking on constrains the answer only: the reasoning is free."""
+    model = server.client.models.list().data[0].id
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    body = {"model": model, "messages": MESSAGES, "max_tokens": 12, "temperature": 0, "seed": 1,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+    _, chat = server.raw("POST", "/v1/chat/completions", body)
+    # Thinking off: the whole answer is the document.
+    assert chat["choices"][0]["message"]["content"].startswith('{"a":')
+    status, r = server.raw("POST", "/v1/chat/completions", {**body, "chat_template_kwargs": {"thinking": True}})
+    assert status == 200, r
+    msg = r["choices"][0]["message"]
+    assert msg["content"] is None and msg["reasoning_content"] and not msg["reasoning_content"].startswith("{")
