@@ -333,7 +333,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   if (!tok) return send_error(res, bad_request("this model has no tokenizer, so it cannot chat"));
   if (!chat_.available())
     return send_error(res, bad_request("this model has no chat template (start the server with --chat-template FILE)", "messages"));
-  const bool want_tools = !cr.chat.tools.is_null();
+  const bool want_tools = !cr.chat.tools.is_null() && cr.tool_choice != "none";  // calls read back
   if (want_tools && !chat_.reads_tool_calls())
     return send_error(res, bad_request("'tools': gannet reads no tool calls back from this chat format (" + chat_.origin() +
                                        "; it reads DeepSeek-V4 / V4.1 DSML, Qwen's <tool_call> and Llama 3's JSON calls)",

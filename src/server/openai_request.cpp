@@ -320,7 +320,8 @@ ChatRequest parse_chat(const ojson& body, const std::string& served_name) {
     for (const ojson& t : r.chat.tools) found = found || t["function"]["name"] == r.tool_name;
     if (!found) throw bad_request("'tool_choice' names '" + r.tool_name + "', which is not one of the tools", "tool_choice");
   }
-  if (r.tool_choice == "none") r.chat.tools = nullptr;  // as if the request had none
+  // tool_choice "none": the tools stay in the prompt (an agent's next turn keeps its cached
+  // prefix), but no call is read back or constrained.
   check_stream_options(body, r.stream);
   if (top_logprobs >= 0 && !r.logprobs)
     throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");

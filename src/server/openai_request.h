@@ -45,7 +45,7 @@ struct ChatRequest {
   // The same messages as sent (checked, content parts not joined): what DeepSeek's
   // encoders take (they join text parts with a blank line).
   nlohmann::ordered_json raw_messages = nlohmann::ordered_json::array();
-  chat::ChatOptions chat;  // chat.tools: the request's tools (null for none, or with tool_choice "none")
+  chat::ChatOptions chat;  // chat.tools: the request's tools (null for none)
   // tool_choice: "auto", "none", "required", or "function" with tool_name set.
   std::string tool_choice = "auto";
   std::string tool_name;

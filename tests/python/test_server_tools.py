@@ -39,7 +39,7 @@ MESSAGES = [{"role": "user", "content": "Weather in Oslo?"}]
 def v41(tmp_path_factory):
     d = tmp_path_factory.mktemp("v41tools") / "m"
     run(["make-model", "--arch", "deepseek_v41", "--preset", "tiny", "--config-overrides",
-         json.dumps({"vocab_size": 129280, "engram_compressed_vocab_size": 98627, "max_position_embeddings": 1024}),
+         json.dumps({"vocab_size": 129280, "engram_compressed_vocab_size": 98627, "max_position_embeddings": 2048}),
          "--out", str(d)])
     src = ROOT / "assets" / "tokenizers" / "deepseek-v3"
     (d / "tokenizer.json").write_bytes((src / "tokenizer.json").read_bytes())
@@ -160,13 +160,17 @@ def test_bad_tool_fields_are_refused_by_name(server, extra, param):
 
 
 def test_tool_choice_none_and_no_tools_read_no_calls(server):
-    # Without tools (or with tool_choice "none") DSML in the output is just text.
+    # Without tools (or with tool_choice "none") DSML in the output is just text; "none"
+    # keeps the tools in the prompt (as vLLM does), so an agent's turns share a prefix.
+    _, with_tools = ask(server)
     for extra in ({"tools": None}, {"tool_choice": "none"}):
         status, r = ask(server, **extra)
         assert status == 200, r
         msg = r["choices"][0]["message"]
         assert "tool_calls" not in msg and "｜DSML｜ calls>" in msg["content"]
         assert r["choices"][0]["finish_reason"] == "stop"
+        same_prompt = r["usage"]["prompt_tokens"] == with_tools["usage"]["prompt_tokens"]
+        assert same_prompt == ("tool_choice" in extra)
 
 
 def test_dense_models_refuse_tools_and_effort(tiny_models):
@@ -285,3 +289,40 @@ def test_structured_output_with_thinking_holds_after_the_reasoning(server):
     assert status == 200, r
     msg = r["choices"][0]["message"]
     assert msg["content"] is None and msg["reasoning_content"] and not msg["reasoning_content"].startswith("{")
+
+
+def test_four_turn_tool_loop_hits_the_cache(server, v41, tmp_path):
+    """An agent loop: three constrained calls, each answered by a tool result, then a turn
+    under "auto". From turn 2 on the prompt is served from the prefix cache, and each replayed
+    turn renders to the bytes the model sampled (its tokens' bytes, from logprobs)."""
+    model = server.client.models.list().data[0].id
+    messages = list(MESSAGES)
+    sampled = []
+    figures = []
+    for turn in range(4):
+        body = {"model": model, "messages": messages, "tools": CONSTRAINED, "max_tokens": 300 if turn < 3 else 8, "seed": turn,
+                "temperature": 1.0, "logprobs": True, "parallel_tool_calls": False,
+                "tool_choice": "required" if turn < 3 else "auto"}
+        status, r = server.raw("POST", "/v1/chat/completions", body)
+        assert status == 200, r
+        usage = r["usage"]
+        figures.append((usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"]))
+        if turn > 0:
+            assert usage["prompt_tokens_details"]["cached_tokens"] > 0, figures
+            # The turn before, as rendered now, is the text the model sampled then.
+            src = tmp_path / f"t{turn}.jsonl"
+            src.write_text(json.dumps({"messages": [{"role": "system", "content": "", "tools": CONSTRAINED}] + messages,
+                                       "kwargs": {}}) + "\n")
+            rendered = json.loads(run(["chat-format", "--model", str(v41), "render", "--input", str(src)]).stdout)
+            assert "<｜Assistant｜></think>" + sampled[-1] + "<｜User｜>" in rendered["rendered"]
+            assert usage["prompt_tokens"] == len(rendered["token_ids"])
+        if turn == 3:
+            break
+        choice = r["choices"][0]
+        text = b"".join(bytes(t["bytes"]) for t in choice["logprobs"]["content"]).decode()
+        assert text.endswith("<｜end▁of▁sentence｜>")  # the sampled EOS token ends the turn
+        sampled.append(text)
+        (call,) = choice["message"]["tool_calls"]
+        messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                     {"role": "tool", "tool_call_id": call["id"], "content": f"result {turn}"}]
+    print("prompt / cached tokens per turn:", figures)
