@@ -14,9 +14,6 @@ constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kQwenOpen = "<tool_call>", kQwenClose = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 
-bool blank(std::string_view s) {
-  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
-}
 
 // The longest tail of `s` that is a proper prefix of one of `stops`.
 size_t held_tail(std::string_view s, std::initializer_list<std::string_view> stops) {

@@ -43,7 +43,9 @@ Message run(const ChatOutputParser::Options& o, const std::vector<std::string>& 
         m.ids.push_back(t.id);
       }
       ASSERT_LT(t.index, m.calls.size());
-      if (t.index + 1 == m.calls.size() && !t.name.empty()) EXPECT_EQ(t.arguments, "");
+      if (t.index + 1 == m.calls.size() && !t.name.empty()) {
+        EXPECT_EQ(t.arguments, "");  // the name comes alone
+      }
       m.calls[t.index].second += t.arguments;
     }
   };
