@@ -49,6 +49,7 @@ ChatFormat ChatFormat::load(const std::string& model_dir, const std::string& tem
 namespace {
 ChatOutputParser::Options::Json json_syntax_of(const std::string& source) {
   if (source.find("<tool_call>") != std::string::npos) return ChatOutputParser::Options::Json::kQwen;
+  if (source.find("<｜tool▁calls▁begin｜>") != std::string::npos) return ChatOutputParser::Options::Json::kDeepseekV3;
   if (source.find("\"parameters\"") != std::string::npos && source.find("<|eot_id|>") != std::string::npos)
     return ChatOutputParser::Options::Json::kLlama;
   return ChatOutputParser::Options::Json::kNone;
@@ -69,6 +70,46 @@ ChatOutputParser::Options ChatFormat::output_options(const std::string& prompt, 
 
 bool ChatFormat::reads_tool_calls() const {
   return deepseek_.has_value() || (jinja_ && json_syntax_of(jinja_->source()) != ChatOutputParser::Options::Json::kNone);
+}
+
+std::optional<ChatFormat::ToolGrammar> ChatFormat::tool_grammar(const nlohmann::ordered_json& tools, bool parallel,
+                                                                 bool forced, const std::string& prompt) const {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& t : tools)
+    list.push_back({{"name", t["function"]["name"]}, {"parameters", t["function"].value("parameters", nlohmann::ordered_json::object())}});
+  if (deepseek_) {
+    const DsmlTags t = dsml_tags(*deepseek_);
+    const nlohmann::ordered_json spec = {
+        {"calls_open", "\n\n" + t.calls_open}, {"calls_close", t.calls_close}, {"invoke_open", t.invoke_open},
+        {"invoke_close", t.invoke_close}, {"param_open", t.param_open}, {"param_close", t.param_close},
+        {"tools", list}, {"parallel", parallel}, {"after_trigger", !forced}};
+    return ToolGrammar{spec.dump(), forced ? (prompt.ends_with("<think>") ? "</think>" : "") : t.calls_start};
+  }
+  if (!jinja_) return std::nullopt;
+  nlohmann::ordered_json spec = {{"layout", "json"}, {"tools", list}, {"parallel", parallel}};
+  std::string marker;  // what opens a block under "auto"
+  switch (json_syntax_of(jinja_->source())) {
+    case ChatOutputParser::Options::Json::kQwen:
+      spec.update({{"block_open", ""}, {"block_close", ""}, {"call_open", "<tool_call>\n{\"name\": \""},
+                   {"call_mid", "\", \"arguments\": "}, {"call_close", "}\n</tool_call>"}, {"separator", "\n"}});
+      marker = "<tool_call>";
+      break;
+    case ChatOutputParser::Options::Json::kDeepseekV3:
+      spec.update({{"block_open", "<｜tool▁calls▁begin｜>"}, {"block_close", "<｜tool▁calls▁end｜>"},
+                   {"call_open", "<｜tool▁call▁begin｜>function<｜tool▁sep｜>"}, {"call_mid", "\n```json\n"},
+                   {"call_close", "\n```<｜tool▁call▁end｜>"}, {"separator", "\n"}});
+      marker = "<｜tool▁calls▁begin｜>";
+      break;
+    case ChatOutputParser::Options::Json::kLlama:
+      if (!forced) return std::nullopt;  // an unmarked JSON answer: nothing opens a block
+      spec.update({{"block_open", ""}, {"block_close", ""}, {"call_open", "{\"name\": \""},
+                   {"call_mid", "\", \"parameters\": "}, {"call_close", "}"}, {"separator", ""}, {"parallel", false}});
+      break;
+    case ChatOutputParser::Options::Json::kNone:
+      return std::nullopt;
+  }
+  spec["trigger"] = forced ? "" : marker;
+  return ToolGrammar{spec.dump(), forced ? "" : marker};
 }
 
 std::optional<DeepseekVersion> deepseek_version_of_architecture(const std::string& arch) {

@@ -30,10 +30,23 @@ class ChatFormat {
   // prompt (DeepSeek's "<think>") or by a leading "<think>" (templates that write one:
   // Qwen3), and with `tools` the family's tool-call syntax, chosen by the format: DSML for
   // DeepSeek-V4 / V4.1, "<tool_call>" JSON for templates that write it (Qwen 2.5 / 3), a
-  // JSON {"name", "parameters"} answer for Llama 3.1 / 3.2's.
+  // JSON {"name", "parameters"} answer for Llama 3.1 / 3.2's, "<｜tool▁calls▁begin｜>" for
+  // DeepSeek V3 / V3.1's.
   ChatOutputParser::Options output_options(const std::string& prompt, bool tools) const;
   // Whether tool calls in this format's output can be read back.
   bool reads_tool_calls() const;
+
+  // The grammar constrained tool calls decode under (structured/tool_grammar.h) for
+  // `tools` (OpenAI function tools): with `forced` (tool_choice "required" or a named
+  // function) the answer is a call block (after "</think>" when the prompt opened
+  // reasoning); otherwise the grammar starts where the model opens a block (its trigger).
+  // nullopt where the format has no such block to constrain (Llama's unmarked JSON under
+  // "auto") or reads no calls.
+  struct ToolGrammar {
+    std::string spec, trigger;
+  };
+  std::optional<ToolGrammar> tool_grammar(const nlohmann::ordered_json& tools, bool parallel, bool forced,
+                                          const std::string& prompt) const;
 
   // The prompt text. `reasoning` says whether the output starts inside reasoning text.
   // Throws gannet::Error for a conversation the format refuses.

@@ -13,6 +13,9 @@ constexpr std::string_view kEndOfThinking = "</think>";
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kQwenOpen = "<tool_call>", kQwenClose = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kV3Begin = "<｜tool▁calls▁begin｜>", kV3End = "<｜tool▁calls▁end｜>";
+constexpr std::string_view kV3CallBegin = "<｜tool▁call▁begin｜>", kV3CallEnd = "<｜tool▁call▁end｜>";
+constexpr std::string_view kV3Sep = "<｜tool▁sep｜>";
 
 
 // The longest tail of `s` that is a proper prefix of one of `stops`.
@@ -41,7 +44,9 @@ ChatOutputParser::ChatOutputParser(Options o)
 
 ChatDelta ChatOutputParser::feed(std::string_view piece) {
   ChatDelta d;
-  (phase_ == Phase::kTools || phase_ == Phase::kQwenCalls || phase_ == Phase::kLlamaCall ? block_ : held_) += piece;
+  (phase_ == Phase::kTools || phase_ == Phase::kQwenCalls || phase_ == Phase::kLlamaCall || phase_ == Phase::kV3Calls
+       ? block_
+       : held_) += piece;
   step(d, false);
   return d;
 }
@@ -142,6 +147,20 @@ void ChatOutputParser::step(ChatDelta& d, bool final) {
           held_.erase(0, held_.size() - keep);
           return;
         }
+        if (o_.json == Options::Json::kDeepseekV3) {
+          const size_t call = held_.find(kV3Begin);
+          if (call != std::string::npos) {
+            d.content += held_.substr(0, call);
+            block_ = held_.substr(call + kV3Begin.size());
+            held_.clear();
+            phase_ = Phase::kV3Calls;
+            continue;
+          }
+          const size_t keep = final ? 0 : held_tail(held_, {kV3Begin});
+          d.content += held_.substr(0, held_.size() - keep);
+          held_.erase(0, held_.size() - keep);
+          return;
+        }
         const size_t call = o_.dsml ? held_.find(start) : std::string::npos;
         if (call != std::string::npos) {
           d.content += held_.substr(0, call);
@@ -176,6 +195,10 @@ void ChatOutputParser::step(ChatDelta& d, bool final) {
       case Phase::kQwenCalls:
         scan_qwen(d, final);
         if (phase_ == Phase::kQwenCalls) return;
+        continue;
+      case Phase::kV3Calls:
+        scan_v3(d, final);
+        if (phase_ == Phase::kV3Calls) return;
         continue;
       case Phase::kLlamaCall: {
         if (!final) return;  // one JSON object: read when the text ends
@@ -248,6 +271,56 @@ void ChatOutputParser::scan_qwen(ChatDelta& d, bool final) {
       return;
     }
     block_.erase(0, lead + close + kQwenClose.size());
+  }
+}
+
+// DeepSeek V3 / V3.1 calls, after "<｜tool▁calls▁begin｜>" (block_ holds what follows it).
+void ChatOutputParser::scan_v3(ChatDelta& d, bool final) {
+  auto stop = [&](bool broken) {
+    if (broken) {
+      malformed_ = true;
+      held_ = (calls_.empty() ? std::string(kV3Begin) : std::string()) + block_;  // the text as written
+      phase_ = Phase::kRaw;
+    } else {
+      phase_ = Phase::kDrop;
+    }
+    block_.clear();
+  };
+  for (;;) {
+    const size_t lead = block_.find_first_not_of('\n');
+    const std::string_view rest = std::string_view(block_).substr(lead == std::string::npos ? block_.size() : lead);
+    if (rest.starts_with(kV3End)) {  // the block's end: what follows is content
+      held_ = std::string(rest.substr(kV3End.size()));
+      block_.clear();
+      phase_ = Phase::kRaw;
+      return;
+    }
+    if (!rest.starts_with(kV3CallBegin)) {
+      if (!final && (kV3CallBegin.starts_with(rest) || kV3End.starts_with(rest))) return;
+      return stop(!rest.empty());
+    }
+    const size_t end = rest.find(kV3CallEnd);
+    if (end == std::string_view::npos) {
+      if (final) stop(false);  // cut short inside a call
+      return;
+    }
+    std::string_view body = rest.substr(kV3CallBegin.size(), end - kV3CallBegin.size());
+    const size_t sep = body.find(kV3Sep);
+    if (sep == std::string_view::npos) return stop(true);
+    std::string name, args;
+    if (body.substr(0, sep) == "function") {  // V3: function<sep>NAME\n```json\nARGS\n```
+      const std::string_view tail = body.substr(sep + kV3Sep.size());
+      const size_t nl = tail.find("\n```json\n");
+      if (nl == std::string_view::npos || !tail.ends_with("\n```")) return stop(true);
+      name = std::string(tail.substr(0, nl));
+      args = std::string(tail.substr(nl + 9, tail.size() - nl - 9 - 4));
+    } else {  // V3.1: NAME<sep>ARGS
+      name = std::string(body.substr(0, sep));
+      args = std::string(body.substr(sep + kV3Sep.size()));
+    }
+    const nlohmann::ordered_json j = {{"name", name}, {"arguments", args}};
+    if (name.empty() || !add_json_call(d, j.dump(), "arguments")) return stop(true);
+    block_.erase(0, size_t(rest.data() - block_.data()) + end + kV3CallEnd.size());
   }
 }
 

@@ -50,8 +50,11 @@ class ChatOutputParser {
     // JSON tool calls of the dense families: kQwen, "<tool_call>\n{"name", "arguments"}\n
     // </tool_call>" blocks after the content (the whitespace between is not content);
     // kLlama, an answer that is one {"name", "parameters"} object (after an optional
-    // <|python_tag|>), read when the text ends.
-    enum class Json { kNone, kQwen, kLlama };
+    // <|python_tag|>), read when the text ends; kDeepseekV3, "<｜tool▁calls▁begin｜>" then
+    // calls "<｜tool▁call▁begin｜>" BODY "<｜tool▁call▁end｜>" (newlines between) and an
+    // optional "<｜tool▁calls▁end｜>", BODY being V3's "function<｜tool▁sep｜>NAME\n```json\n
+    // ARGS\n```" or V3.1's "NAME<｜tool▁sep｜>ARGS".
+    enum class Json { kNone, kQwen, kLlama, kDeepseekV3 };
     Json json = Json::kNone;
     std::string id_prefix = "call_";      // call k gets id_prefix + k
   };
@@ -67,7 +70,7 @@ class ChatOutputParser {
  private:
   // kRaw: after a broken block, text is content; kDrop: a call broke after its name went
   // out, and the rest of the text is dropped (the call stands for it).
-  enum class Phase { kReasoning, kContent, kTools, kAfterTools, kRaw, kDrop, kQwenCalls, kLlamaCall };
+  enum class Phase { kReasoning, kContent, kTools, kAfterTools, kRaw, kDrop, kQwenCalls, kLlamaCall, kV3Calls };
   struct Call {
     std::string name;
     size_t params = 0;  // fragments sent
@@ -76,6 +79,7 @@ class ChatOutputParser {
   void step(ChatDelta& d, bool final);
   void scan_tools(ChatDelta& d, bool final);
   void scan_qwen(ChatDelta& d, bool final);
+  void scan_v3(ChatDelta& d, bool final);
   bool add_json_call(ChatDelta& d, std::string_view body, const char* args_key);
   bool started_ = false;     // some text has been seen (think_tag, kLlama: what it starts with)
   bool after_think_ = false;  // a "<think>" opened reasoning: its newlines and the blank line after are skipped

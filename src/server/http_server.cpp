@@ -339,10 +339,6 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
                                        "; it reads DeepSeek-V4 / V4.1 DSML, Qwen's <tool_call> and Llama 3's JSON calls)",
                                        "tools"));
   const bool forced = want_tools && cr.tool_choice != "auto";  // "required" or a named function
-  if (forced && !chat_.deepseek())
-    return send_error(res, bad_request("'tool_choice' \"" + (cr.tool_choice == "function" ? cr.tool_name : cr.tool_choice) +
-                                       "\": constrained calls are built for DeepSeek-V4 / V4.1's DSML only so far (use \"auto\")",
-                                       "tool_choice"));
   if (forced && cr.params.structured.active())
     return send_error(res, bad_request("'tool_choice' " + (cr.tool_choice == "function" ? "naming a function" : std::string("\"required\"")) +
                                        " constrains the output to a call, so it cannot be combined with response_format / structured",
@@ -382,28 +378,25 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   // Constrained calls: "required" / a named function make the answer (after the reasoning,
   // when thinking) exactly a call block; under "auto" a block the model opens is held to
   // the tools' schemas from its first tag on. A request's own grammar wins under "auto".
-  if (want_tools && chat_.deepseek() && (forced || !cr.params.structured.active())) {
-    const chat::DsmlTags t = chat::dsml_tags(*chat_.deepseek());
+  if (want_tools && (forced || !cr.params.structured.active())) {
     ojson tools = ojson::array();
     for (const ojson& tool : cr.chat.tools)
-      if (!forced || cr.tool_choice == "required" || tool["function"]["name"] == cr.tool_name)
-        tools.push_back({{"name", tool["function"]["name"]},
-                         {"parameters", tool["function"].value("parameters", ojson::object())}});
-    const ojson spec = {{"calls_open", "\n\n" + t.calls_open}, {"calls_close", t.calls_close}, {"invoke_open", t.invoke_open},
-                        {"invoke_close", t.invoke_close}, {"param_open", t.param_open}, {"param_close", t.param_close},
-                        {"tools", tools}, {"parallel", cr.parallel_tool_calls}, {"after_trigger", !forced}};
+      if (!forced || cr.tool_choice == "required" || tool["function"]["name"] == cr.tool_name) tools.push_back(tool);
+    const std::optional<ChatFormat::ToolGrammar> tg = chat_.tool_grammar(tools, cr.parallel_tool_calls, forced, prompt);
     StructuredOutput& so = cr.params.structured;
-    so.kind = StructuredOutput::Kind::kToolCalls;
-    so.spec = spec.dump();
-    so.trigger = forced ? (reasoning ? "</think>" : "") : t.calls_start;
-    so.max_whitespace = 1;  // JSON values as Python's json.dumps writes them (", " and ": ")
-    try {  // a schema the grammar cannot take is the request's fault: say so now
-      structured::JsonWhitespace ws;
-      ws.compact = false;
-      ws.max_run = so.max_whitespace;
-      (void)structured::compile_tool_calls(so.spec, ws);
-    } catch (const Error& e) {
-      return send_error(res, bad_request(std::string("'tools': ") + e.what(), "tools"));
+    if (tg) {  // none for "auto" with a family whose calls no marker opens (Llama)
+      so.kind = StructuredOutput::Kind::kToolCalls;
+      so.spec = tg->spec;
+      so.trigger = tg->trigger;
+      so.max_whitespace = 1;  // JSON values as Python's json.dumps writes them (", " and ": ")
+      try {  // a schema the grammar cannot take is the request's fault: say so now
+        structured::JsonWhitespace ws;
+        ws.compact = false;
+        ws.max_run = so.max_whitespace;
+        (void)structured::compile_tool_calls(so.spec, ws);
+      } catch (const Error& e) {
+        return send_error(res, bad_request(std::string("'tools': ") + e.what(), "tools"));
+      }
     }
   }
   const int64_t ctx = loop_.engine().max_model_len();

@@ -84,9 +84,73 @@ std::string need_string(const ojson& spec, const char* key) {
 
 }  // namespace
 
+namespace {
+
+// The JSON layouts of the dense families (tool_grammar.h): BLOCK_OPEN call (SEP call)*
+// BLOCK_CLOSE with call = CALL_OPEN NAME CALL_MID <the parameters' schema> CALL_CLOSE.
+Grammar compile_json_calls(const ojson& spec, const JsonWhitespace& ws) {
+  auto text = [&](const char* key) {
+    if (!spec.contains(key) || !spec[key].is_string()) fail("tool-call grammar: '", key, "' must be a string");
+    return spec[key].get<std::string>();
+  };
+  const std::string block_open = text("block_open"), block_close = text("block_close"), call_open = text("call_open");
+  const std::string call_mid = text("call_mid"), call_close = text("call_close"), sep = text("separator");
+  const bool parallel = spec.value("parallel", true);
+  const std::string trigger = spec.value("trigger", std::string());
+  const std::string head = block_open + call_open;
+  if (!head.starts_with(trigger)) fail("tool-call grammar: the trigger must open the block");
+  Grammar g;
+  // One rule per tool: NAME CALL_MID ARGS CALL_CLOSE (the call's opening comes before).
+  const int32_t call = g.rule("call");
+  for (size_t t = 0; t < spec["tools"].size(); ++t) {
+    const ojson& tool = spec["tools"][t];
+    if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string())
+      fail("tool-call grammar: tools[", t, "].name must be a string");
+    const std::string name = tool["name"].get<std::string>();
+    std::string quoted;  // inside a JSON string where the layout is JSON
+    for (const char c : name) quoted += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    ojson params = tool.contains("parameters") && tool["parameters"].is_object() ? tool["parameters"]
+                                                                                : ojson{{"type", "object"}};
+    Grammar args;
+    try {
+      args = compile_json_schema(params.dump(), ws);
+    } catch (const Error& e) {
+      fail("tool '", name, "': ", e.what());
+    }
+    std::vector<Element> seq = literal(g, quoted + call_mid);
+    seq.push_back(rule_el(import_grammar(g, args, "t" + std::to_string(t) + "_")));
+    for (const Element& e : literal(g, call_close)) seq.push_back(e);
+    g.add_alt(call, std::move(seq));
+  }
+  const int32_t more = g.rule("more");  // (SEP CALL_OPEN call)* BLOCK_CLOSE
+  std::vector<Element> end = literal(g, block_close);
+  g.add_alt(more, end);
+  if (parallel) {
+    std::vector<Element> next = literal(g, sep + call_open);
+    next.push_back(rule_el(call));
+    next.push_back(rule_el(more));
+    g.add_alt(more, std::move(next));
+  }
+  const int32_t root = g.rule("root");
+  std::vector<Element> first = literal(g, head.substr(trigger.size()));
+  first.push_back(rule_el(call));
+  first.push_back(rule_el(more));
+  g.add_alt(root, std::move(first));
+  g.set_root(root);
+  g.check();
+  return g;
+}
+
+}  // namespace
+
 Grammar compile_tool_calls(const std::string& spec_json, const JsonWhitespace& ws) {
   const ojson spec = ojson::parse(spec_json, nullptr, false);
   if (spec.is_discarded() || !spec.is_object()) fail("tool-call grammar: the spec is not a JSON object");
+  if (spec.value("layout", std::string("dsml")) == "json") {
+    if (!spec.contains("tools") || !spec["tools"].is_array() || spec["tools"].empty())
+      fail("tool-call grammar: 'tools' must be a non-empty list");
+    return compile_json_calls(spec, ws);
+  }
   const std::string calls_open = need_string(spec, "calls_open"), calls_close = need_string(spec, "calls_close");
   const std::string invoke_open = need_string(spec, "invoke_open"), invoke_close = need_string(spec, "invoke_close");
   const std::string param_open = need_string(spec, "param_open"), param_close = need_string(spec, "param_close");

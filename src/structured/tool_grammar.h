@@ -21,6 +21,13 @@
 // one call allowed); "after_trigger": bool (the grammar starts right after CALLS_OPEN
 // without its last character '>', which is then the first byte: the text a trigger of
 // CALLS_OPEN minus '>' leaves)}.
+//
+// The dense families write a call as JSON: {"layout": "json", "block_open", "block_close",
+// "call_open", "call_mid", "call_close", "separator": strings; "tools"; "parallel";
+// "trigger": text that opens the block, already written when the grammar starts ("" for
+// none)} gives BLOCK_OPEN call (SEPARATOR call)* BLOCK_CLOSE, a call being CALL_OPEN NAME
+// CALL_MID ARGS CALL_CLOSE with ARGS the tool's parameters under their schema (Qwen:
+// "<tool_call>\n{\"name\": \"" NAME "\", \"arguments\": " ARGS "}\n</tool_call>").
 #pragma once
 
 #include <string>

@@ -324,7 +324,7 @@ def test_chat_errors_name_the_field(server):
         ({**ok, "top_logprobs": 2}, "top_logprobs"),
         ({**ok, "logprobs": True, "top_logprobs": 21}, "top_logprobs"),
         ({**ok, "max_tokens": 3, "max_completion_tokens": 4}, ("max_tokens", "max_completion_tokens")),
-        ({**ok, "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+        ({**ok, "tools": [{"type": "retrieval"}]}, "tools"),
         ({**ok, "prompt": "Hi"}, "prompt"),
         ({**ok, "frobnicate": 1}, "frobnicate"),
         ({**ok, "temperature": -1}, "temperature"),

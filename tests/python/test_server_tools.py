@@ -173,13 +173,43 @@ def test_tool_choice_none_and_no_tools_read_no_calls(server):
         assert same_prompt == ("tool_choice" in extra)
 
 
-def test_dense_models_refuse_tools_and_effort(tiny_models):
+def test_deepseek_v3_template_calls_and_refusals(tiny_models, tmp_path):
+    """The tiny checkpoints carry DeepSeek V3's template: its <｜tool▁calls▁begin｜> calls
+    come back as tool_calls, a named function constrains the answer to its call;
+    reasoning_effort is refused by name, and a template with no tool syntax gannet reads
+    refuses tools."""
+    v3_call = ('<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n'
+               '{"city": "Oslo"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>')
+    grammar = 'root ::= "' + v3_call.replace('"', '\\"').replace("\n", "\\n") + '"'
     s = Server(tiny_models["llama"])
     try:
         model = s.client.models.list().data[0].id
-        for extra, param in (({"tools": TOOLS}, "tools"), ({"reasoning_effort": "high"}, "reasoning_effort")):
-            status, e = s.raw("POST", "/v1/chat/completions", {"model": model, "messages": MESSAGES, **extra})
-            assert status == 400 and e["error"]["param"] == param, e
+        status, r = s.raw("POST", "/v1/chat/completions", {"model": model, "messages": MESSAGES, "tools": TOOLS,
+                                                            "max_tokens": 80, "structured": {"grammar": grammar}})
+        assert status == 200, r
+        msg = r["choices"][0]["message"]
+        assert msg["content"] is None and r["choices"][0]["finish_reason"] == "tool_calls"
+        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in msg["tool_calls"]] == \
+               [("get_weather", {"city": "Oslo"})]
+        status, e = s.raw("POST", "/v1/chat/completions", {"model": model, "messages": MESSAGES, "reasoning_effort": "high"})
+        assert status == 400 and e["error"]["param"] == "reasoning_effort", e
+        # A named function: V3's block with that call, its arguments under the schema.
+        status, r = s.raw("POST", "/v1/chat/completions", {
+            "model": model, "messages": MESSAGES, "tools": CONSTRAINED, "max_tokens": 150, "temperature": 1.0,
+            "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
+        assert status == 200, r
+        (call,) = r["choices"][0]["message"]["tool_calls"]
+        assert call["function"]["name"] == "get_time"
+        jsonschema.validate(json.loads(call["function"]["arguments"]), TIME)
+    finally:
+        s.stop()
+    template = tmp_path / "plain.jinja"
+    template.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    s = Server(tiny_models["llama"], "--chat-template", str(template))
+    try:
+        model = s.client.models.list().data[0].id
+        status, e = s.raw("POST", "/v1/chat/completions", {"model": model, "messages": MESSAGES, "tools": TOOLS})
+        assert status == 400 and e["error"]["param"] == "tools", e
     finally:
         s.stop()
 
@@ -269,9 +299,15 @@ def test_qwen_template_tool_calls_through_the_server(tiny_models, tmp_path):
                 for t in ch.delta.tool_calls or []:
                     args += t.function.arguments or ""
         assert content == "Sure." and args == call["function"]["arguments"]
-        # Constrained calls are DSML-only so far: refused by name for this family.
-        status, e = s.raw("POST", "/v1/chat/completions", {**body, "structured": None, "tool_choice": "required"})
-        assert status == 400 and e["error"]["param"] == "tool_choice"
+        # tool_choice "required": the answer is <tool_call> blocks under the tools' schemas.
+        for seed in range(3):
+            status, r = s.raw("POST", "/v1/chat/completions", {**body, "structured": None, "tool_choice": "required",
+                                                                "tools": CONSTRAINED, "temperature": 1.0, "seed": seed,
+                                                                "max_tokens": 150, "parallel_tool_calls": False})
+            assert status == 200, r
+            (call,) = r["choices"][0]["message"]["tool_calls"]
+            fn = call["function"]
+            jsonschema.validate(json.loads(fn["arguments"]), WEATHER if fn["name"] == "get_weather" else TIME)
     finally:
         s.stop()
 

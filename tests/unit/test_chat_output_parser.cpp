@@ -198,6 +198,32 @@ TEST(ChatOutputParser, DenseFamiliesReadWhatTheirTemplatesWrite) {
   EXPECT_EQ(checked, 22);
 }
 
+// DeepSeek V3 and V3.1 calls, in the layout their templates write.
+TEST(ChatOutputParser, DeepseekV3Calls) {
+  ChatOutputParser::Options o;
+  o.json = ChatOutputParser::Options::Json::kDeepseekV3;
+  const std::string v3 =
+      "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": "
+      "\"Oslo\", \"days\": [1, 2]}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{}"
+      "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  const std::string v31 =
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\":\"Rome\"}<｜tool▁call▁end｜>"
+      "<｜tool▁calls▁end｜>";
+  Message want_v3{"", "Checking.", {{"get_weather", "{\"city\": \"Oslo\", \"days\": [1, 2]}"}, {"get_time", "{}"}},
+                  {"call_0", "call_1"}, false};
+  Message want_v31{"", "", {{"get_weather", "{\"city\": \"Rome\"}"}}, {"call_0"}, false};
+  for (const auto& pieces : cuts(v3)) ASSERT_EQ(run(o, pieces, true), want_v3) << "cut at " << pieces[0].size();
+  for (const auto& pieces : cuts(v31)) ASSERT_EQ(run(o, pieces, true), want_v31) << "cut at " << pieces[0].size();
+  // Cut short in the second call (V3's one-call template writes no end tag either).
+  const Message cut = run(o, {v3.substr(0, v3.find("get_time"))});
+  EXPECT_EQ(cut.calls.size(), 1u);
+  EXPECT_FALSE(cut.malformed);
+  const Message bad = run(o, {"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\nnot json<｜tool▁call▁end｜>"});
+  EXPECT_TRUE(bad.malformed);
+  EXPECT_TRUE(bad.calls.empty());
+  EXPECT_EQ(bad.content, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\nnot json<｜tool▁call▁end｜>");
+}
+
 TEST(ChatOutputParser, DenseAnswersThatAreNoCalls) {
   ChatOutputParser::Options o;
   o.json = ChatOutputParser::Options::Json::kLlama;

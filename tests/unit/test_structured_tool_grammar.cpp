@@ -118,3 +118,35 @@ TEST(ToolGrammar, BadSpecsAreRefusedByName) {
 }
 
 }  // namespace
+
+namespace {
+
+// The dense families' JSON layout (Qwen's blocks here): the call's name is one of the
+// tools', its arguments the tool's parameters under their schema.
+TEST(ToolGrammar, JsonLayoutOfTheDenseFamilies) {
+  ojson spec = {{"layout", "json"}, {"block_open", ""}, {"block_close", ""},
+                {"call_open", "<tool_call>\n{\"name\": \""}, {"call_mid", "\", \"arguments\": "},
+                {"call_close", "}\n</tool_call>"}, {"separator", "\n"}, {"tools", ojson::parse(kTools)},
+                {"parallel", true}, {"trigger", ""}};
+  JsonWhitespace ws;
+  ws.compact = false;
+  ws.max_run = 1;
+  const Grammar g = compile_tool_calls(spec.dump(), ws);
+  const std::string w = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 3}}\n</tool_call>";
+  const std::string t = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+  EXPECT_TRUE(accepts(g, w));
+  EXPECT_TRUE(accepts(g, w + "\n" + t));
+  EXPECT_FALSE(accepts(g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(g, "<tool_call>\n{\"name\": \"get_now\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(g, "Sure. " + w));
+  spec["parallel"] = false;
+  EXPECT_FALSE(accepts(compile_tool_calls(spec.dump(), ws), w + "\n" + t));
+  spec["trigger"] = "<tool_call>";  // under "auto": the grammar starts after the marker
+  const Grammar rest = compile_tool_calls(spec.dump(), ws);
+  EXPECT_TRUE(accepts(rest, w.substr(std::string("<tool_call>").size())));
+  EXPECT_FALSE(accepts(rest, w));
+  spec["trigger"] = "{";
+  EXPECT_THROW(compile_tool_calls(spec.dump(), ws), gannet::Error);
+}
+
+}  // namespace
