@@ -40,6 +40,24 @@ void check_decoder(const json& d) {
   fail("decoder: type \"", type, "\" is unsupported (only ByteLevel)");
 }
 
+// Reasoning and tool-call markup is text the model writes for a reader (the chat layer's
+// output parser, a grammar that spells out a call), not control: a tokenizer that marks one
+// of these tokens special would otherwise have skip_special_tokens delete it from the text
+// (a DSML call or a </think> vanishes, and its parameters leak into content) and keep it
+// out of every grammar (a constrained call could only be spelt with other tokens than the
+// model was trained on). So these stay non-special whatever tokenizer.json says.
+bool is_markup(const std::string& content) {
+  static const char* const kMarkup[] = {
+      "<think>", "</think>",              // DeepSeek R1 / V3.1 / V4, Qwen 3
+      "｜DSML｜",                          // DeepSeek V3.2 / V4 / V4.1 tool calls
+      "<tool_call>", "</tool_call>",      // Qwen 2.5 / 3
+      "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",  // DeepSeek V3 / V3.1
+      "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"};
+  for (const char* m : kMarkup)
+    if (content == m) return true;
+  return false;
+}
+
 std::vector<AddedToken> parse_added_tokens(const json& list) {
   std::vector<AddedToken> tokens;
   if (list.is_null()) return tokens;
@@ -142,7 +160,7 @@ Tokenizer Tokenizer::from_json_file(const std::string& path) {
     for (AddedToken& t : added) {
       s.added_ids[t.content] = t.id;
       s.token_bytes[t.id] = t.content;
-      s.special[t.id] = t.special;
+      s.special[t.id] = t.special && !is_markup(t.content);
       // A normalized token is looked for in normalized text, so normalize it the same way.
       if (t.normalized) {
         t.content = s.normalizer.apply(t.content);

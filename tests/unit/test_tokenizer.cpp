@@ -142,6 +142,44 @@ TEST(TokenizerDeepSeek, DecodeSkipsSpecialTokensOnRequest) {
   EXPECT_FALSE(t.is_special(ids[1]));
 }
 
+// A tokenizer that marks reasoning and tool-call markup special (as a V4 tokenizer may mark
+// ｜DSML｜) still decodes it as text with skip_special_tokens, so the chat layer can read the
+// call back and grammars can use the token; real control tokens are still dropped.
+TEST(TokenizerDeepSeek, MarkupTokensMarkedSpecialStayText) {
+  nlohmann::json j;
+  {
+    std::ifstream in(source_dir() + "/assets/tokenizers/deepseek-v3/tokenizer.json");
+    in >> j;
+  }
+  const std::vector<std::string> markup = {"｜DSML｜", "<think>", "</think>", "<tool_call>"};
+  TokenId next = 128815;
+  for (const std::string& m : markup)
+    j["added_tokens"].push_back({{"id", next++}, {"content", m}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", true}});
+  j["added_tokens"].push_back({{"id", next}, {"content", "<｜control｜>"}, {"single_word", false}, {"lstrip", false},
+                               {"rstrip", false}, {"normalized", false}, {"special", true}});
+  const std::string path = testing::TempDir() + "/markup_tokenizer.json";
+  {
+    std::ofstream out(path);
+    out << j.dump();
+  }
+  const Tokenizer t = Tokenizer::from_json_file(path);
+  const std::string text = "<think>why</think>ok\n\n<｜DSML｜ calls><tool_call><｜control｜><｜end▁of▁sentence｜>";
+  const std::vector<TokenId> ids = t.encode(text);
+  for (TokenId id = 128815; id < next; ++id) {
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), id), 1) << "token " << id << " is one id in the text";
+    EXPECT_FALSE(t.is_special(id)) << t.id_to_token(id);
+  }
+  EXPECT_TRUE(t.is_special(next));
+  EXPECT_TRUE(t.is_special(1));
+  EXPECT_EQ(t.decode(ids, /*skip_special_tokens=*/true), "<think>why</think>ok\n\n<｜DSML｜ calls><tool_call>");
+  std::string streamed;
+  IncrementalDetokenizer d(t, /*skip_special_tokens=*/true);
+  for (TokenId id : ids) d.push(id, &streamed);
+  streamed += d.flush();
+  EXPECT_EQ(streamed, "<think>why</think>ok\n\n<｜DSML｜ calls><tool_call>");
+}
+
 TEST(TokenizerDeepSeek, TokenLookups) {
   const Tokenizer& t = deepseek();
   EXPECT_EQ(t.id_to_token(19923), "Hello");
