@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build pkg-config ccache libgtest-dev libbenchmark-dev
           libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev zlib1g-dev
-          libbrotli-dev libxxhash-dev libzstd-dev libopenmpi-dev openmpi-bin python3 python3-venv python3-dev)
+          libbrotli-dev libxxhash-dev libzstd-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libopenmpi-dev openmpi-bin python3 python3-venv python3-dev)
 # `setup.sh clang` adds the second compiler (make test-clang, make fuzz).
 if [ "${1:-}" = clang ]; then packages+=(clang); fi
 missing=()
