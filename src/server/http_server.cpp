@@ -382,7 +382,9 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     ojson tools = ojson::array();
     for (const ojson& tool : cr.chat.tools)
       if (!forced || cr.tool_choice == "required" || tool["function"]["name"] == cr.tool_name) tools.push_back(tool);
-    const std::optional<ChatFormat::ToolGrammar> tg = chat_.tool_grammar(tools, cr.parallel_tool_calls, forced, prompt);
+    // A named function is called once (as OpenAI and vLLM do), whatever parallel_tool_calls says.
+    const bool several = cr.parallel_tool_calls && cr.tool_name.empty();
+    const std::optional<ChatFormat::ToolGrammar> tg = chat_.tool_grammar(tools, several, forced, prompt);
     StructuredOutput& so = cr.params.structured;
     if (tg) {  // none for "auto" with a family whose calls no marker opens (Llama)
       so.kind = StructuredOutput::Kind::kToolCalls;
