@@ -70,6 +70,47 @@ std::vector<int64_t> id_list(const json& j, const char* key, const std::string& 
   return int_list(j, key, file, where, int64_t(1) << 40);
 }
 
+void parse_vision_config(const json& v, DeepseekV41Config& c, const std::string& file) {
+  const std::string w = "vision_config.";
+  if (!v.is_object()) fail(file, ": 'vision_config' must be an object");
+  static const std::set<std::string> known = {"model_type",        "hidden_size",      "intermediate_size",
+                                              "num_hidden_layers", "num_attention_heads", "patch_size",
+                                              "downsample_ratio",  "rope_theta",       "max_image_tokens",
+                                              "min_pixels",        "max_wh_ratio",     "torch_dtype",
+                                              "dtype",             "transformers_version"};
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (!known.count(it.key()))
+      fail(file, ": '", w, it.key(), "' is not a DeepSeek-V4.1 vision config key gannet knows (refused rather than ignored)");
+  if (const auto mt = get_string(v, "model_type", file, w); mt && *mt != "deepseek_v41_vision")
+    fail(file, ": '", w, "model_type' = \"", *mt, "\" (expected deepseek_v41_vision)");
+  DeepseekV41Config::Vision& x = c.vision;
+  x.present = true;
+  auto geti = [&](const char* key, int64_t& dst, int64_t max) {
+    const int64_t val = get_int(v, {key}, file, max, w);
+    if (val >= 0) dst = val;
+    if (dst <= 0) fail(file, ": '", w, key, "' must be positive");
+  };
+  geti("hidden_size", x.hidden_size, kMaxDim);
+  geti("intermediate_size", x.intermediate_size, kMaxDim);
+  geti("num_hidden_layers", x.num_hidden_layers, 1024);
+  geti("num_attention_heads", x.num_attention_heads, 1024);
+  geti("patch_size", x.patch_size, 1024);
+  geti("downsample_ratio", x.downsample_ratio, 64);
+  geti("max_image_tokens", x.max_image_tokens, int64_t(1) << 24);
+  geti("min_pixels", x.min_pixels, int64_t(1) << 40);
+  x.rope_theta = get_double(v, "rope_theta", x.rope_theta, file, w);
+  if (!(x.rope_theta > 0)) fail(file, ": '", w, "rope_theta' must be positive");
+  if (const auto r = get_number(v, "max_wh_ratio", file, w)) {
+    if (!(*r > 0)) fail(file, ": '", w, "max_wh_ratio' must be positive or null");
+    x.max_wh_ratio = *r;
+  }
+  const int64_t hd = x.hidden_size / x.num_attention_heads;
+  if (hd * x.num_attention_heads != x.hidden_size || hd % 4 != 0)
+    fail(file, ": '", w, "hidden_size' ", x.hidden_size, " must split into num_attention_heads (", x.num_attention_heads,
+         ") heads of a width divisible by 4 (the 2D RoPE's two halves of pairs)");
+  if (x.max_image_tokens < 4) fail(file, ": '", w, "max_image_tokens' must be at least 4 (one row and its delimiters)");
+}
+
 }  // namespace
 
 bool DeepseekV41Config::is_kv_source(int64_t layer) const { return contains(kv_source_layer_ids, layer); }
@@ -323,6 +364,16 @@ DeepseekV41Config parse_deepseek_v41_config(const json& j, const std::string& fi
   if (c.bos_token_id < 0) c.bos_token_id = get_int(j, {"bos_token_id"}, file, int64_t(1) << 30);
   c.eos_token_ids = id_list(t, "eos_token_id", file, w);
   if (c.eos_token_ids.empty()) c.eos_token_ids = id_list(j, "eos_token_id", file, "");
+
+  // The vision tower (composite configs only) and the image placeholder id.
+  if (composite && j.contains("vision_config") && !j["vision_config"].is_null()) {
+    parse_vision_config(j["vision_config"], c, file);
+    c.image_token_id = 129264;  // transformers' DeepseekV41Config default (the release)
+  }
+  if (const int64_t id = get_int(j, {"image_token_id"}, file, int64_t(1) << 30); id >= 0) {
+    if (id >= c.vocab_size) fail(file, ": 'image_token_id' ", id, " is outside the vocabulary (", c.vocab_size, ")");
+    c.image_token_id = id;
+  }
 
   // quantization_config (top level, or inside a flat config): fp8 32x32 E8M0, experts fp4.
   const json* q = nullptr;

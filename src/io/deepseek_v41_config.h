@@ -75,6 +75,25 @@ struct DeepseekV41Config {
   // tiles, MXFP4 routed experts.
   int64_t weight_block = 32;
 
+  // vision_config (deepseek-v41-vision.md §1): the ViT, its aligner window and the image
+  // processor's budget; present only in a checkpoint that carries the vision tower.
+  struct Vision {
+    bool present = false;
+    int64_t hidden_size = 1024;
+    int64_t intermediate_size = 2816;
+    int64_t num_hidden_layers = 32;
+    int64_t num_attention_heads = 16;
+    int64_t patch_size = 14;
+    int64_t downsample_ratio = 3;
+    double rope_theta = 10000.0;
+    int64_t max_image_tokens = 1024;
+    int64_t min_pixels = 295936;
+    double max_wh_ratio = 0;  // 0: none (null)
+  } vision;
+  // The placeholder every image-span position carries (<｜deepseek_image｜>); -1: none. A
+  // text-only checkpoint may name it too (it then takes no images: vision.present).
+  int64_t image_token_id = -1;
+
   bool is_kv_source(int64_t layer) const;
   bool is_index_source(int64_t layer) const;
   // The KV source whose compressed cache layer `layer` reads (the latest at or before it),

@@ -138,7 +138,8 @@ ModelConfig parse_model_config(const std::string& text, const std::string& file)
     fail(file, ": 'architectures' must be a non-empty list of names");
   c.architecture = (*arch)[0].get<std::string>();
   if (j.contains("model_type") && j["model_type"].is_string()) c.model_type = j["model_type"];
-  if (c.architecture == "DeepseekV41ForCausalLM") return from_deepseek_v41(j, c, file);
+  if (c.architecture == "DeepseekV41ForCausalLM" || c.architecture == "DeepseekV41ForConditionalGeneration")
+    return from_deepseek_v41(j, c, file);
   if (c.architecture == "DeepseekV4ForCausalLM") return from_deepseek_v4(j, c, file);
   // Limits far above any real model, low enough that products cannot overflow.
   c.hidden_size = get_int(j, {"hidden_size", "n_embd", "d_model"}, file, 1 << 20);

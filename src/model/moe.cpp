@@ -86,6 +86,8 @@ void MoeLayer::check_config() {
     fail("MoE router has shape ", shape(w_.router), ", expected [n_experts = ", E, ", hidden = ", H, "]");
   if (!w_.selection_bias.empty() && int64_t(w_.selection_bias.size()) != E)
     fail("MoE selection_bias has ", w_.selection_bias.size(), " entries, expected n_experts = ", E);
+  if (!w_.selection_bias_alt.empty() && int64_t(w_.selection_bias_alt.size()) != E)
+    fail("MoE selection_bias_alt has ", w_.selection_bias_alt.size(), " entries, expected n_experts = ", E);
   if (!ep_ && int64_t(w_.experts.size()) != E)
     fail("MoE experts: ", w_.experts.size(), " given, config n_experts = ", E);
   if (ep_ && ep_->placement(ep_layer_).n_experts != E)
@@ -144,13 +146,15 @@ uint64_t MoeWorkspace::capacity_bytes() const {
 }
 
 void MoeLayer::route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace& ws, ThreadPool* pool,
-                         const int32_t* forced_ids) const {
+                         const int32_t* forced_ids, const uint8_t* alt) const {
   const int64_t T = n_tokens, E = cfg_.n_experts, K = cfg_.top_k;
   GANNET_CHECK(T >= 0);
   ws.reserve(*this, T);
   float* logits = ws.logits_.data();  // [T, E]
   kernels::matmul_packed_isa(isa, x, T, w_.router, logits, pool);
-  const float* bias = w_.selection_bias.empty() ? nullptr : w_.selection_bias.data();
+  const float* bias0 = w_.selection_bias.empty() ? nullptr : w_.selection_bias.data();
+  const float* bias_alt = w_.selection_bias_alt.empty() ? nullptr : w_.selection_bias_alt.data();
+  GANNET_CHECK(!alt || bias_alt, "alternative selection rows without an alternative bias");
   float* sel = ws.select_.data();
   uint8_t* chosen = ws.chosen_.data();
   int32_t* top = ws.top_.data();
@@ -169,6 +173,7 @@ void MoeLayer::route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace
         for (int64_t e = 0; e < E; ++e) s[e] = 1.0f / (1.0f + kernels::exp_f32(-s[e]));
         break;
     }
+    const float* bias = alt && alt[t] ? bias_alt : bias0;
     for (int64_t e = 0; e < E; ++e) sel[e] = bias ? s[e] + bias[e] : s[e];
     // Insertion into top[0..n) kept in decreasing value: a later (higher) id moves ahead
     // only of strictly smaller values and enters a full list only when strictly larger
@@ -313,13 +318,13 @@ void MoeLayer::run_items(Isa isa, MoeWorkspace& ws, ThreadPool* pool, bool down)
 }
 
 void MoeLayer::forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
-                           const int32_t* forced_ids) const {
+                           const int32_t* forced_ids, const uint8_t* alt) const {
   const int64_t T = n_tokens, E = cfg_.n_experts, K = cfg_.top_k, S = cfg_.n_shared, H = cfg_.hidden;
   GANNET_CHECK(T >= 0);
-  if (ep_) return forward_ep(isa, x, T, y, ws, pool, forced_ids);
+  if (ep_) return forward_ep(isa, x, T, y, ws, pool, forced_ids, alt);
   if (T == 0) return;
   GANNET_CHECK(x + T * H <= y || y + T * H <= x, "MoE output must not alias its input");
-  route_isa(isa, x, T, ws, pool, forced_ids);  // also reserves ws for T tokens
+  route_isa(isa, x, T, ws, pool, forced_ids, alt);  // also reserves ws for T tokens
 
   // Group the (token, expert) pairs by expert, tokens in increasing order within each.
   int64_t* count = ws.count_.data();
@@ -369,7 +374,7 @@ void MoeLayer::forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, 
 // Expert parallel (expert_parallel.h). A row in transit is [slot (int32 bits), routing
 // weight, x[hidden]]; results come back as [hidden] in the order they were sent.
 void MoeLayer::forward_ep(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
-                          const int32_t* forced_ids) const {
+                          const int32_t* forced_ids, const uint8_t* alt) const {
   const int64_t T = n_tokens, E = cfg_.n_experts, K = cfg_.top_k, S = cfg_.n_shared, H = cfg_.hidden;
   ExpertParallel& ep = *ep_;
   Collective& comm = ep.comm();
@@ -379,7 +384,7 @@ void MoeLayer::forward_ep(Isa isa, const float* x, int64_t n_tokens, float* y, M
   ExpertParallelStats& st = ep.stats();
   if (T > 0) {
     GANNET_CHECK(x + T * H <= y || y + T * H <= x, "MoE output must not alias its input");
-    route_isa(isa, x, T, ws, pool, forced_ids);
+    route_isa(isa, x, T, ws, pool, forced_ids, alt);
     ep.count_load(ep_layer_, ws.ids_.data(), T * K);
   }
   // Destinations: the occurrences of each expert in this batch take its replicas in turn,
@@ -504,8 +509,8 @@ void MoeLayer::forward_ep(Isa isa, const float* x, int64_t n_tokens, float* y, M
 }
 
 void MoeLayer::forward(const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
-                       const int32_t* forced_ids) const {
-  forward_isa(active_isa(), x, n_tokens, y, ws, pool, forced_ids);
+                       const int32_t* forced_ids, const uint8_t* alt) const {
+  forward_isa(active_isa(), x, n_tokens, y, ws, pool, forced_ids, alt);
 }
 
 }  // namespace gannet::model

@@ -78,6 +78,9 @@ struct MoeExpert {
 struct MoeWeights {
   kernels::PackedWeight router;        // [n_experts, hidden], f32 or bf16 in checkpoints
   std::vector<float> selection_bias;   // [n_experts], or empty for none
+  // [n_experts], or empty: the selection bias of the rows a forward marks `alt` instead
+  // (DeepSeek-V4.1's image-span tokens select with bias_vl).
+  std::vector<float> selection_bias_alt;
   std::vector<MoeExpert> experts;      // [n_experts]; one inter size for all of them
   // Expert parallelism at load: experts holds this rank's share only, these ids.
   std::vector<int32_t> expert_ids;
@@ -165,19 +168,20 @@ class MoeLayer {
   // y[T, hidden] = MoE(x[T, hidden]); pool may be nullptr. y must not alias x.
   // forced_ids [T, top_k], if given, replace step 3's selection (hash routing: DeepSeek-V4's
   // first layers pick experts by token id); the weights still come from the scores.
+  // alt [T], if given, marks rows that select with selection_bias_alt (which must exist).
   void forward(const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
-               const int32_t* forced_ids = nullptr) const;
+               const int32_t* forced_ids = nullptr, const uint8_t* alt = nullptr) const;
   void forward_isa(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
-                   const int32_t* forced_ids = nullptr) const;
+                   const int32_t* forced_ids = nullptr, const uint8_t* alt = nullptr) const;
 
   // Steps 1-4 only: fills ws.expert_ids() / ws.expert_weights().
   void route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace& ws, ThreadPool* pool,
-                 const int32_t* forced_ids = nullptr) const;
+                 const int32_t* forced_ids = nullptr, const uint8_t* alt = nullptr) const;
 
  private:
   void run_items(Isa isa, MoeWorkspace& ws, ThreadPool* pool, bool down) const;
   void forward_ep(Isa isa, const float* x, int64_t n_tokens, float* y, MoeWorkspace& ws, ThreadPool* pool,
-                  const int32_t* forced_ids) const;
+                  const int32_t* forced_ids, const uint8_t* alt) const;
   void check_config();
   void combine(Isa isa, const float* routed, const int64_t* rows, const float* shared, int64_t T, float* y,
                ThreadPool* pool) const;

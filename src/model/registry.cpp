@@ -65,6 +65,7 @@ void register_builtin_models() {
   for (const char* a : {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"})
     register_model(a, make_dense_decoder);
   register_model("DeepseekV41ForCausalLM", make_deepseek_v41);
+  register_model("DeepseekV41ForConditionalGeneration", make_deepseek_v41);  // the same model, with images
   register_model("DeepseekV4ForCausalLM", make_deepseek_v4);
 }
 }  // namespace

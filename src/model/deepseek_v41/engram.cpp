@@ -91,7 +91,7 @@ void engram_hash(const EngramLayout& lay, int64_t li, const int64_t* ids, int64_
 }
 
 void engram_apply(const io::DeepseekV41Config& c, const EngramWeights& w, const int64_t* hash, float* X, int64_t n,
-                  bool act_quant, ThreadPool* pool) {
+                  bool act_quant, ThreadPool* pool, const uint8_t* gate_off) {
   const int64_t d = c.hidden_size, hc = c.hc_mult, edim = c.engram_head_dim;
   const int64_t cols = (c.engram_max_ngram_size - 1) * c.engram_n_heads;
   std::vector<float> rows(size_t(n * cols * edim)), kv(size_t(n * (hc + 1) * d));
@@ -121,7 +121,7 @@ void engram_apply(const io::DeepseekV41Config& c, const EngramWeights& w, const 
       const float rstd = (1.0f / std::sqrt(float(sx / double(d)) + eps)) * (1.0f / std::sqrt(float(sk / double(d)) + eps));
       const float dv = float(dot) * rstd * inv_sqrt_d;
       const float mag = std::sqrt(std::max(std::fabs(dv), 1e-6f));
-      const float gate = 1.0f / (1.0f + std::exp(-std::copysign(mag, dv)));
+      const float gate = gate_off && gate_off[t] ? 0.0f : 1.0f / (1.0f + std::exp(-std::copysign(mag, dv)));
       for (int64_t i = 0; i < d; ++i) x[i] = x[i] + gate * value[i];
     }
   }

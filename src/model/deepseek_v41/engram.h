@@ -39,8 +39,9 @@ EngramLayout make_engram_layout(const io::DeepseekV41Config& cfg, const std::vec
 void engram_hash(const EngramLayout& lay, int64_t li, const int64_t* ids, int64_t avail, int64_t* out);
 
 // X [n, hc, hidden] += gate * value, per token, from the rows `hash` [n, cols].
-// act_quant: FQ8 the looked-up rows before the FP8 wkv product.
+// act_quant: FQ8 the looked-up rows before the FP8 wkv product. gate_off [n], if given,
+// marks rows whose gate is 0 (image-span positions: their rows are still looked up).
 void engram_apply(const io::DeepseekV41Config& cfg, const EngramWeights& w, const int64_t* hash, float* X, int64_t n,
-                  bool act_quant, ThreadPool* pool);
+                  bool act_quant, ThreadPool* pool, const uint8_t* gate_off = nullptr);
 
 }  // namespace gannet::model::deepseek_v41

@@ -73,6 +73,10 @@ DeepseekV41::DeepseekV41(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
     ep_ = std::make_unique<ExpertParallel>(cfg.ep_rank, cfg.ep_size, c_.n_routed_experts, c_.num_hidden_layers, o);
   }
   w_ = load_weights(c_, ckpt, ep_.get());
+  if (c_.vision.present) {
+    vw_ = std::make_unique<VisionWeights>(load_vision_weights(c_, ckpt));
+    vision_ = std::make_unique<VisionEncoder>(c_, *vw_);
+  }
   auto moe_config = [&](int64_t experts, int64_t top_k) {
     MoeConfig mc;
     mc.hidden = c_.hidden_size;
@@ -555,7 +559,7 @@ void DeepseekV41::forward_seq(const SeqMem& m, const int32_t* tokens, int64_t n,
 }
 
 void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t* tokens, int64_t N, float* hidden,
-                                ThreadPool* pool, float* capture) const {
+                                ThreadPool* pool, float* capture, const float* const* embeds) const {
   if (N <= 0) return;
   const int64_t d = c_.hidden_size, hc = c_.hc_mult;
   for (int64_t i = 0; i < N; ++i)
@@ -575,11 +579,22 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
   }
   GANNET_CHECK(covered == N, "chunks cover ", covered, " of ", N, " rows");
   std::vector<float> X(size_t(N * hc * d));
+  // image [N]: 1 on image-span rows (their embedding comes from embeds).
+  std::vector<uint8_t> image;
+  if (embeds)
+    for (int64_t i = 0; i < N; ++i)
+      if (embeds[i]) {
+        image.assign(size_t(N), 0);
+        for (int64_t j = 0; j < N; ++j) image[size_t(j)] = embeds[j] != nullptr;
+        break;
+      }
   {
     std::vector<float> e(static_cast<size_t>(d));
     for (int64_t i = 0; i < N; ++i) {
-      w_.embed.dequant_row(tokens[i], e.data());
-      for (int64_t k = 0; k < hc; ++k) std::memcpy(X.data() + (i * hc + k) * d, e.data(), size_t(d) * 4);
+      const float* row = e.data();
+      if (!image.empty() && image[size_t(i)]) row = embeds[i];
+      else w_.embed.dequant_row(tokens[i], e.data());
+      for (int64_t k = 0; k < hc; ++k) std::memcpy(X.data() + (i * hc + k) * d, row, size_t(d) * 4);
     }
   }
   // Engram row ids per Engram layer [layers][N][cols], from each sequence's compressed
@@ -593,9 +608,14 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
       int64_t* hist = history(*ch.m);
       for (int64_t i = 0; i < ch.n; ++i) {
         const int64_t p = ch.pos0 + i, row = ch.row0 + i;
-        hist[p % HR] = token_map_[size_t(tokens[row])];
-        const int64_t avail = std::min<int64_t>(NG, p + 1);
-        for (int64_t s = 0; s < avail; ++s) back[size_t(s)] = hist[(p - s) % HR];
+        // An image-span position is DEAD (-1; compressed ids are >= 0): its own n-grams are
+        // all padding, and a later position's n-grams stop where they reach it.
+        hist[p % HR] = !image.empty() && image[size_t(row)] ? -1 : token_map_[size_t(tokens[row])];
+        int64_t avail = std::min<int64_t>(NG, p + 1);
+        for (int64_t s = 0; s < avail; ++s) {
+          back[size_t(s)] = hist[(p - s) % HR];
+          if (back[size_t(s)] < 0) avail = s;
+        }
         for (size_t li = 0; li < hash.size(); ++li)
           engram_hash(engram_, int64_t(li), back.data(), avail, hash[li].data() + row * engram_.cols);
       }
@@ -650,6 +670,8 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
       };
       compact(X, hc * d);
       compact(pre, hc);
+      if (!image.empty())
+        for (int64_t i = 0; i < M; ++i) image[size_t(i)] = image[size_t(kept_rows[size_t(i)])];
       for (auto& h : hash)
         for (int64_t i = 0; i < M; ++i)
           std::memmove(h.data() + i * engram_.cols, h.data() + kept_rows[size_t(i)] * engram_.cols,
@@ -666,7 +688,9 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
     }
     const std::vector<Chunk>& chunks_l = *cur;
     const LayerWeights& lw = w_.layers[size_t(l)];
-    if (lw.has_engram) engram_apply(c_, lw.engram, hash[size_t(c_.engram_index(l))].data(), X.data(), N, act_quant_, pool);
+    const uint8_t* img = image.empty() ? nullptr : image.data();
+    if (lw.has_engram)
+      engram_apply(c_, lw.engram, hash[size_t(c_.engram_index(l))].data(), X.data(), N, act_quant_, pool, img);
     if (capture)
       for (size_t t = 0; t < c_.dspark_target_layer_ids.size(); ++t) {
         if (c_.dspark_target_layer_ids[t] != l) continue;
@@ -689,7 +713,7 @@ void DeepseekV41::forward_batch(const std::vector<Chunk>& chunks, const int32_t*
     mhc_mixes(c_, lw.hc_ffn, X.data(), N, f_pre.data(), post.data(), comb.data(), mws, pool);
     mhc_collapse(X.data(), N, hc, d, a_pre.data(), col.data());
     kernels::rmsnorm(col.data(), lw.ffn_norm.data(), nrm.data(), N, d, float(c_.rms_norm_eps));
-    moe_[size_t(l)].forward(nrm.data(), N, y.data(), moe_ws, pool);
+    moe_[size_t(l)].forward(nrm.data(), N, y.data(), moe_ws, pool, nullptr, img);
     mhc_expand(X.data(), N, hc, d, y.data(), post.data(), comb.data());
     pre.swap(f_pre);
   }
@@ -728,7 +752,7 @@ void DeepseekV41::logits(const float* hidden, int64_t rows, float* out, ThreadPo
 }
 
 void DeepseekV41::forward(SeqState& st, const int32_t* tokens, int64_t n, float* out, ThreadPool* pool,
-                          int64_t replay_from) const {
+                          int64_t replay_from, const float* const* embeds) const {
   if (n <= 0) return;
   const int64_t cap = int64_t(st.arenas.empty() ? c_.max_position_embeddings : st.arenas[0].block_size);
   if (st.pos + n > cap) fail("sequence state holds ", cap, " positions; ", st.pos + n, " asked");
@@ -739,7 +763,7 @@ void DeepseekV41::forward(SeqState& st, const int32_t* tokens, int64_t n, float*
   ch.pos0 = st.pos;
   ch.n = n;
   ch.replay_from = replay_from;
-  forward_batch({ch}, tokens, n, hidden.data(), pool);
+  forward_batch({ch}, tokens, n, hidden.data(), pool, nullptr, embeds);
   if (out) logits(hidden.data(), n, out, pool);
   st.pos += n;
 }

@@ -27,6 +27,7 @@
 #include "kernels/cache_spec.h"
 #include "kernels/cpu/rope.h"
 #include "model/deepseek_v41/engram.h"
+#include "model/deepseek_v41/vision.h"
 #include "model/deepseek_v41/weights.h"
 #include "model/expert_parallel.h"
 #include "model/moe.h"
@@ -105,7 +106,9 @@ class DeepseekV41 {
   // Runs tokens [n] at positions st.pos .. st.pos + n - 1 and advances st. logits, if not
   // null, receives [n, vocab_size] (every row).
   void forward(SeqState& st, const int32_t* tokens, int64_t n, float* logits, ThreadPool* pool,
-               int64_t replay_from = 0) const;
+               int64_t replay_from = 0, const float* const* embeds = nullptr) const;
+  // The vision encoder, or null when the checkpoint has no vision_config.
+  const VisionEncoder* vision() const { return vision_.get(); }
   // Tests: run the decoder layers on every row, with only the replay visibility rule (the
   // rows kept must then equal the skipping computation bit for bit).
   void set_replay_mask_only(bool on) { replay_mask_only_ = on; }
@@ -151,8 +154,13 @@ class DeepseekV41 {
   // capture, if not null, receives [rows, capture_width()]: for each row, the mean over the
   // hc streams of each DSpark target layer's input residual (after its Engram, before its
   // mHC mixes), in dspark_target_layer_ids order (NaN for rows bounded replay skipped).
+  //
+  // Image input: embeds [rows], if given, holds per row a hidden-size row that replaces
+  // its token's embedding, or null. A row with one is an image-span position (START, an
+  // aligner row, NEWLINE or END): its router selects with bias_vl, its Engram gate is 0
+  // and its compressed id is DEAD (n-grams of later positions stop there).
   void forward_batch(const std::vector<Chunk>& chunks, const int32_t* tokens, int64_t rows, float* hidden,
-                     ThreadPool* pool, float* capture = nullptr) const;
+                     ThreadPool* pool, float* capture = nullptr, const float* const* embeds = nullptr) const;
   // logits [rows, vocab] of hidden rows [rows, hidden_size].
   void logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const;
 
@@ -230,6 +238,9 @@ class DeepseekV41 {
   std::vector<int64_t> token_map_;  // token id -> compressed id (Engram)
   kernels::RopeTable rope_main_, rope_compress_;
   CacheLayout lay_;
+  // The vision tower (vision_config): weights and the encoder over them.
+  std::unique_ptr<VisionWeights> vw_;
+  std::unique_ptr<VisionEncoder> vision_;
 };
 
 }  // namespace gannet::model::deepseek_v41

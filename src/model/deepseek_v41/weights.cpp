@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "model/packed_weight_loader.h"
+#include "model/deepseek_v41/vision.h"
 
 namespace gannet::model::deepseek_v41 {
 
@@ -21,7 +22,7 @@ std::string L(int64_t i) { return "layers." + std::to_string(i) + "."; }
 std::vector<std::string> expected_names(const io::DeepseekV41Config& c, bool dspark) {
   std::vector<std::string> out;
   for (const TensorPlan& t : tensor_plan(c))
-    if (t.dspark == dspark) out.push_back(t.name);
+    if (t.dspark == dspark && !t.vision) out.push_back(t.name);
   return out;
 }
 
@@ -129,6 +130,8 @@ std::vector<TensorPlan> tensor_plan(const io::DeepseekV41Config& c) {
     }
   }
   for (size_t t = backbone; t < out.size(); ++t) out[t].dspark = true;
+  if (c.vision.present)
+    for (const VisionTensor& v : vision_tensors(c)) add(v.name, DType::BF16, v.shape)->vision = true;
   return out;
 }
 
@@ -191,6 +194,9 @@ void check_names(const io::DeepseekV41Config& c, const io::Checkpoint& ck, int64
   std::vector<std::string> missing, unexpected;
   for (const std::string& n : want)
     if (!ck.has(n)) missing.push_back(n);
+  if (c.vision.present)  // a vision_config promises the whole tower
+    for (const VisionTensor& v : vision_tensors(c))
+      if (!ck.has(v.name)) missing.push_back(v.name);
   *side = 0;
   int64_t dspark_found = 0;
   for (const std::string& n : ck.names()) {
@@ -286,7 +292,7 @@ LayerWeights load_layer(const io::DeepseekV41Config& c, const io::Checkpoint& ck
   MoeWeights& mw = lw.moe;
   mw.router = ld.plain(p + "ffn.gate.weight", experts, d);
   mw.selection_bias = ld.vec(p + "ffn.gate.bias", {experts});
-  lw.gate_bias_vl = ld.vec(p + "ffn.gate.bias_vl", {experts});
+  mw.selection_bias_alt = ld.vec(p + "ffn.gate.bias_vl", {experts});  // image-span tokens select with it
   const int64_t inter = c.moe_intermediate_size;
   auto expert = [&](const std::string& s) {
     MoeExpert e;
@@ -351,6 +357,11 @@ SizeSummary size_summary(const io::DeepseekV41Config& c) {
   const double expert_share = double(c.num_experts_per_tok) / double(c.n_routed_experts);
   const double engram_rows = double((c.engram_max_ngram_size - 1) * c.engram_n_heads);
   for (const TensorPlan& t : tensor_plan(c)) {
+    if (t.vision) {  // runs once per image, not per token
+      s.vision_params += t.params;
+      s.vision_bytes += t.bytes;
+      continue;
+    }
     if (t.dspark) {  // the drafter runs once per step, not per token: not in the per-token read
       s.dspark_params += t.params;
       continue;

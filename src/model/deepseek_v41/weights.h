@@ -46,7 +46,6 @@ struct LayerWeights {
   // Index sources: the indexer's query path.
   kernels::PackedWeight idx_wq_b, idx_weights_proj;
   MoeWeights moe;
-  std::vector<float> gate_bias_vl;  // image-span selection bias (text-only: unused)
   bool has_engram = false;
   EngramWeights engram;
 };
@@ -76,7 +75,8 @@ struct Weights {
 
 // Every tensor the config implies, with its dtype and shape as the released checkpoint
 // stores it: the backbone, then the DSpark drafter's (`dspark`) when
-// num_nextn_predict_layers > 0.
+// num_nextn_predict_layers > 0, then the vision tower's (`vision`, BF16) when the config
+// has a vision_config.
 struct TensorPlan {
   std::string name;
   DType dtype;
@@ -84,6 +84,7 @@ struct TensorPlan {
   int64_t params = 0;  // weights' elements (two per byte of packed FP4); 0 for scales
   uint64_t bytes = 0;
   bool routed_expert = false, engram_table = false, dspark = false;
+  bool vision = false;  // the vision tower, aligner and image delimiters (vision_config)
 };
 std::vector<TensorPlan> tensor_plan(const io::DeepseekV41Config& cfg);
 
@@ -106,6 +107,8 @@ namespace gannet::model::deepseek_v41 {
 struct SizeSummary {
   int64_t params = 0;                          // backbone (DSpark tensors not included)
   int64_t dspark_params = 0;                   // the drafter's
+  int64_t vision_params = 0;                   // the vision tower's, aligner's and delimiters'
+  uint64_t vision_bytes = 0;
   uint64_t weight_bytes = 0;                   // scales included
   std::map<std::string, uint64_t> bytes_by_dtype;
   // One decode token: everything but the routed experts and Engram tables, plus
