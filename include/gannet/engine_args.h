@@ -15,6 +15,11 @@ struct EngineArgs {
   int64_t max_num_batched_tokens = 2048;  // tokens in one step (decodes + prefill chunks)
   int block_size = 64;                 // tokens per KV block
   int64_t max_model_len = 0;           // 0: the model's max_position_embeddings
+  // Image input (vision models): images one prompt may carry, and the largest image (width
+  // x height, checked from its header before decoding). --limit-images-per-prompt N,
+  // --max-image-pixels N.
+  int64_t limit_images_per_prompt = 8;
+  int64_t max_image_pixels = 89'478'485;
   bool enable_chunked_prefill = true;
   double watermark = 0.01;             // fraction of blocks kept free at admission
   // The executor runs on its own thread and the engine plans step N+1 while step N runs

@@ -46,6 +46,8 @@ const char* kGenerateUsage =
     "  --max-num-batched-tokens N   tokens per step (default 2048)\n"
     "  --block-size N               tokens per KV block (default 64)\n"
     "  --max-model-len N            context limit (default: the model's)\n"
+    "  --limit-images-per-prompt N  images one prompt may carry (vision models; default 8)\n"
+    "  --max-image-pixels N         largest image, width x height, refused before decoding (default 89478485)\n"
     "  --async-scheduling on|off    plan step N+1 while step N runs (default on)\n"
     "  --quantize none|fp8|int8     convert float linear weights at load (default none)\n"
     "  --exact-activations on|off   FP8-quantize activations before FP8/MXFP4 products (default off)\n"

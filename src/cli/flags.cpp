@@ -107,6 +107,8 @@ void apply_engine_flags(const Flags& f, EngineArgs& ea) {
     ea.max_num_batched_tokens = f.get_int_in("max-num-batched-tokens", ea.max_num_batched_tokens, 1, 1 << 24);
     ea.block_size = int(f.get_int_in("block-size", ea.block_size, 1, 4096));
     ea.max_model_len = f.get_int_in("max-model-len", ea.max_model_len, 1, 1 << 24);
+    ea.limit_images_per_prompt = f.get_int_in("limit-images-per-prompt", ea.limit_images_per_prompt, 0, 1 << 16);
+    ea.max_image_pixels = f.get_int_in("max-image-pixels", ea.max_image_pixels, 1, int64_t(1) << 40);
     if (auto a = f.get("async-scheduling")) ea.async_scheduling = parse_on_off("--async-scheduling", *a);
     if (auto q = f.get("quantize")) ea.quantize = *q;
     if (auto a = f.get("exact-activations")) ea.exact_activations = parse_on_off("--exact-activations", *a);

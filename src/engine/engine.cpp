@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include <xxhash.h>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -17,6 +18,7 @@
 #include "core/progress_bar.h"
 #include "io/deepseek_v41_config.h"
 #include "io/model_config.h"
+#include "vision/preprocessor_config.h"
 
 namespace gannet::engine {
 
@@ -99,6 +101,17 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
          "use --speculative ngram)");
   cfg.dspark = args_.speculative == "dspark";  // the model refuses a checkpoint without mtp.* tensors
   model_ = model::create_model(cfg, *checkpoint_);
+  if (cfg.deepseek_v41 && cfg.deepseek_v41->vision.present) {  // image input
+    const auto& v = cfg.deepseek_v41->vision;
+    image_token_id_ = cfg.deepseek_v41->image_token_id;
+    vision::ImageProcessorConfig ic;
+    ic.patch_size = int(v.patch_size);
+    ic.downsample_ratio = int(v.downsample_ratio);
+    ic.min_pixels = v.min_pixels;
+    ic.max_image_tokens = v.max_image_tokens;
+    if (v.max_wh_ratio > 0) ic.max_wh_ratio = v.max_wh_ratio;
+    image_cfg_ = vision::load_preprocessor_config(args_.model, ic);
+  }
   // A model with bf16 linears has its bf16 GEMM route measured (or GANNET_BF16_GEMM read)
   // once, at start-up, on the pool it will use; other models never need it.
   if (model_->weight_bytes_by_format().count("bf16")) kernels::bf16_gemm_choice(pool_.get());
@@ -331,6 +344,7 @@ void Engine::add_request(const std::string& id, const std::string& prompt, const
     fail("request '", id, "': ", args_.model, " has no tokenizer.json, so prompts must be token ids (prompt_token_ids)");
   req->prompt_ids = tokenizer_->encode(prompt, /*add_special_tokens=*/true);
   req->params = params;
+  attach_images(*req, {});
   add(std::move(req));
 }
 
@@ -339,7 +353,102 @@ void Engine::add_request(const std::string& id, const std::vector<int32_t>& prom
   req->id = id;
   req->prompt_ids = prompt_ids;
   req->params = params;
+  attach_images(*req, {});
   add(std::move(req));
+}
+
+void Engine::add_request(const std::string& id, const std::string& prompt, const SamplingParams& params,
+                         const std::vector<vision::RgbImage>& images) {
+  if (images.empty()) return add_request(id, prompt, params);
+  if (prompt.empty()) fail("request '", id, "': the prompt is empty");
+  if (!tokenizer_)
+    fail("request '", id, "': ", args_.model, " has no tokenizer.json, so prompts must be token ids (prompt_token_ids)");
+  if (image_token_id_ < 0) fail("request '", id, "': ", args_.model, " takes no images (no vision tower)");
+  // Each image marker becomes the placeholder id, whether or not the tokenizer knows it.
+  auto req = std::make_unique<Request>();
+  req->id = id;
+  req->prompt = prompt;
+  const std::string marker = kImageMarker;
+  size_t at = 0;
+  bool first = true;
+  while (true) {
+    const size_t hit = prompt.find(marker, at);
+    const std::string part = prompt.substr(at, hit == std::string::npos ? std::string::npos : hit - at);
+    const std::vector<int32_t> ids = tokenizer_->encode(part, /*add_special_tokens=*/first);
+    req->prompt_ids.insert(req->prompt_ids.end(), ids.begin(), ids.end());
+    first = false;
+    if (hit == std::string::npos) break;
+    req->prompt_ids.push_back(int32_t(image_token_id_));
+    at = hit + marker.size();
+  }
+  req->params = params;
+  attach_images(*req, images);
+  add(std::move(req));
+}
+
+void Engine::add_request(const std::string& id, const std::vector<int32_t>& prompt_ids, const SamplingParams& params,
+                         const std::vector<vision::RgbImage>& images) {
+  auto req = std::make_unique<Request>();
+  req->id = id;
+  req->prompt_ids = prompt_ids;
+  req->params = params;
+  attach_images(*req, images);
+  add(std::move(req));
+}
+
+void Engine::attach_images(Request& req, const std::vector<vision::RgbImage>& images) const {
+  const std::string& id = req.id;
+  int64_t holders = 0;
+  for (int32_t t : req.prompt_ids) holders += image_token_id_ >= 0 && t == image_token_id_;
+  if (images.empty()) {
+    if (holders > 0)
+      fail("request '", id, "': the prompt holds ", holders, " image placeholder(s) (token id ", image_token_id_,
+           ") but no images were given");
+    return;
+  }
+  if (image_token_id_ < 0) fail("request '", id, "': ", args_.model, " takes no images (no vision tower)");
+  if (int64_t(images.size()) > args_.limit_images_per_prompt)
+    fail("request '", id, "': ", images.size(), " images, more than --limit-images-per-prompt ",
+         args_.limit_images_per_prompt);
+  if (holders != int64_t(images.size()))
+    fail("request '", id, "': ", images.size(), " image(s) but the prompt holds ", holders, " image placeholder(s) (",
+         kImageMarker, ", token id ", image_token_id_, "): one per image, where it goes");
+  auto spans = std::make_shared<model::ImageSpans>();
+  std::vector<int32_t> ids;
+  size_t k = 0;
+  for (int32_t t : req.prompt_ids) {
+    if (t != image_token_id_) {
+      ids.push_back(t);
+      continue;
+    }
+    vision::ImagePatches p;
+    try {
+      p = vision::preprocess_image(images[k], image_cfg_);
+    } catch (const Error& e) {
+      fail("request '", id, "': image ", k, ": ", e.what());
+    }
+    model::ImageSpan s;
+    s.start = int64_t(ids.size());
+    s.grid_h = p.plan.grid_h;
+    s.grid_w = p.plan.grid_w;
+    s.length = model_->image_span_tokens(s.grid_h, s.grid_w);
+    GANNET_CHECK(s.length == p.plan.n_tokens, "image span ", s.length, " vs the processor's ", p.plan.n_tokens);
+    s.pixels = std::move(p.values);
+    // The content key of the prefix cache: the pixels the model sees and their grid.
+    XXH3_state_t* st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    const int64_t grid[2] = {s.grid_h, s.grid_w};
+    XXH3_128bits_update(st, grid, sizeof(grid));
+    XXH3_128bits_update(st, s.pixels.data(), s.pixels.size() * sizeof(float));
+    const XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    s.hash_lo = h.low64, s.hash_hi = h.high64;
+    ids.insert(ids.end(), size_t(s.length), int32_t(image_token_id_));
+    spans->push_back(std::move(s));
+    ++k;
+  }
+  req.prompt_ids = std::move(ids);
+  req.images = std::move(spans);
 }
 
 void Engine::add(std::unique_ptr<Request> req) {

@@ -32,6 +32,8 @@
 #include "model/model.h"
 #include "structured/constraint.h"
 #include "tokenizer/tokenizer.h"
+#include "vision/image.h"
+#include "vision/image_processor.h"
 
 namespace gannet::engine {
 
@@ -53,6 +55,20 @@ class Engine {
   // "error", and the other requests go on.
   void add_request(const std::string& id, const std::string& prompt, const SamplingParams& params);
   void add_request(const std::string& id, const std::vector<int32_t>& prompt_ids, const SamplingParams& params);
+  // With images (vision models): the prompt holds one image placeholder per image, in
+  // order (image_token_id among the ids, or the model's image marker in the text), which
+  // the engine expands to each image's span. Each image is preprocessed here (a bad one is
+  // refused before anything is queued) and encoded once, at the first step that computes
+  // its span.
+  void add_request(const std::string& id, const std::string& prompt, const SamplingParams& params,
+                   const std::vector<vision::RgbImage>& images);
+  void add_request(const std::string& id, const std::vector<int32_t>& prompt_ids, const SamplingParams& params,
+                   const std::vector<vision::RgbImage>& images);
+  // Vision models: the image placeholder's token id and text, the processor's settings
+  // (vision_config + preprocessor_config.json); image_token_id() < 0 for other models.
+  int64_t image_token_id() const { return image_token_id_; }
+  static constexpr const char* kImageMarker = "<｜deepseek_image｜>";
+  const vision::ImageProcessorConfig& image_processor() const { return image_cfg_; }
 
   // One scheduling + model step. Returns the requests that progressed (with streaming
   // off, only those that finished); a finished request is returned once with
@@ -100,6 +116,8 @@ class Engine {
 
  private:
   void add(std::unique_ptr<Request> req);
+  // Expands the prompt's image placeholders and builds req.images (or refuses them).
+  void attach_images(Request& req, const std::vector<vision::RgbImage>& images) const;
   // Hands requests whose grammar finished compiling to the scheduler (or fails them).
   void admit_compiled();
   void check_stop(Sequence& seq);
@@ -128,6 +146,8 @@ class Engine {
   std::unique_ptr<OutputProcessor> outputs_;
   std::vector<int32_t> eos_ids_;
   int64_t max_model_len_ = 0;
+  int64_t image_token_id_ = -1;  // vision models only
+  vision::ImageProcessorConfig image_cfg_;
   std::map<std::string, std::unique_ptr<Request>> requests_;
   // Structured output: requests waiting for their grammar, compiled grammars by
   // specification (kind, whitespace, text; cleared past 64), and the vocabulary as bytes

@@ -89,6 +89,8 @@ void EngineArgs::validate() const {
   if (max_num_batched_tokens < 1) fail("--max-num-batched-tokens must be >= 1, got ", max_num_batched_tokens);
   if (block_size < 1 || block_size > 4096) fail("--block-size must be in [1, 4096], got ", block_size);
   if (max_model_len < 0) fail("--max-model-len must be >= 1, got ", max_model_len);
+  if (limit_images_per_prompt < 0) fail("--limit-images-per-prompt must be >= 0, got ", limit_images_per_prompt);
+  if (max_image_pixels < 1) fail("--max-image-pixels must be >= 1, got ", max_image_pixels);
   io::parse_quantize_flag(quantize);
   if (!(watermark >= 0 && watermark < 1)) fail("watermark must be in [0, 1), got ", watermark);
   if (kv_cache_dtype != "auto" && kv_cache_dtype != "f32" && kv_cache_dtype != "bf16")
@@ -138,6 +140,7 @@ std::string EngineArgs::describe() const {
      << " max_num_seqs=" << max_num_seqs << " max_num_batched_tokens=" << max_num_batched_tokens
      << " block_size=" << block_size << " max_model_len=" << (max_model_len ? std::to_string(max_model_len) : std::string("model"))
      << " chunked_prefill=" << (enable_chunked_prefill ? "on" : "off") << " watermark=" << watermark
+     << " limit_images_per_prompt=" << limit_images_per_prompt << " max_image_pixels=" << max_image_pixels
      << " async_scheduling=" << (async_scheduling ? "on" : "off")
      << " quantize=" << (quantize.empty() ? std::string("none") : quantize)
      << " exact_activations=" << (exact_activations ? "on" : "off");

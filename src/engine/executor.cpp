@@ -18,6 +18,7 @@ Executor::Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* p
       rejection_(rejection_sampling), ngram_(ngram) {
   model_.reserve(max_tokens, max_logit_rows);
   ids_.resize(size_t(max_tokens));
+  embeds_.resize(size_t(max_tokens));
   pos_.resize(size_t(max_tokens));
   tok_seq_.resize(size_t(max_tokens));
   logit_rows_.resize(size_t(max_logit_rows));
@@ -58,6 +59,7 @@ void Executor::apply_changes(const StepPlan& plan) {
     r.state_slot = a.state_slot;
     r.window_from = a.window_from;
     r.cached_until = a.cached_until;
+    r.images = a.images;
     r.drafts.assign(size_t(draft_block_), 0);
     r.confidence.assign(size_t(draft_block_), 0.0f);
     r.draft_base = -1;
@@ -132,6 +134,7 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
   seq_of_.assign(n_rows, -1);
   choose_depths(plan);
   int64_t n = 0, rows = 0, n_seqs = 0;  // n_seqs: rows with positions to compute
+  bool any_image = false;
   for (size_t i = 0; i < n_rows; ++i) {
     const PlanRow& s = plan.rows[i];
     auto it = rows_.find(s.seq_id);
@@ -206,7 +209,24 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
     GANNET_CHECK(n + count <= max_tokens_ && rows + row_logits <= max_logit_rows_, "step of ", n + count,
                  " tokens (at most ", max_tokens_, ") and ", rows + row_logits, " logit rows (at most ",
                  max_logit_rows_, ")");
+    // Image spans this step computes: each image is encoded at its first such step (the
+    // rows are kept with the request for re-computation after preemption or a cache hit).
+    const model::ImageSpans* spans = row.images.get();
+    if (spans)
+      for (model::ImageSpan& sp : *row.images)
+        if (sp.start < start + count && sp.start + sp.length > start && sp.rows.empty()) {
+          sp.rows = model_.encode_image(sp.pixels.data(), sp.grid_h, sp.grid_w, pool_);
+          std::vector<float>().swap(sp.pixels);
+        }
     for (int64_t j = 0; j < count; ++j) {
+      const float* e = nullptr;
+      if (spans)
+        for (const model::ImageSpan& sp : *spans)
+          if (start + j >= sp.start && start + j < sp.start + sp.length) {
+            e = sp.rows.data() + (start + j - sp.start) * (int64_t(sp.rows.size()) / sp.length);
+            any_image = true;
+          }
+      embeds_[size_t(n)] = e;
       ids_[size_t(n)] = row.tokens[size_t(start + j)];
       pos_[size_t(n)] = int32_t(start + j);
       tok_seq_[size_t(n)] = int32_t(n_seqs);
@@ -226,6 +246,7 @@ void Executor::run(const StepPlan& plan, StepResult* out) {
   b.seqs = attn_seqs_.data();
   b.n_logits = rows;
   b.logit_rows = logit_rows_.data();
+  b.embeds = any_image ? embeds_.data() : nullptr;
   if (lockstep_ && plan.lockstep) {
     const bool any = lockstep_->any(n > 0);
     if (n > 0) model_.forward(b, cache_.views(), logits_.data(), pool_);

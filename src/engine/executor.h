@@ -63,6 +63,7 @@ class Executor {
     int sample_index = 0;
     int32_t state_slot = -1;
     int64_t window_from = 0, cached_until = 0;  // prefix-cache replay (RowAdd)
+    std::shared_ptr<model::ImageSpans> images;    // image input (RowAdd), or null
     // The model's drafter's proposals for the tokens after tokens[draft_base - 1], made at
     // the end of the step that produced that token (DSpark), with their confidences.
     std::vector<int32_t> drafts;
@@ -104,6 +105,7 @@ class Executor {
   std::unordered_map<int64_t, Row> rows_;  // by sequence id
   // Inputs of one forward pass.
   std::vector<int32_t> ids_, pos_, tok_seq_, logit_rows_;  // [max_tokens] each
+  std::vector<const float*> embeds_;  // [max_tokens]: image-span rows (Batch::embeds)
   std::vector<kernels::AttentionSeq> attn_seqs_;            // [max_seqs]
   std::vector<Row*> planned_;                               // [rows of the plan]
   std::vector<int64_t> first_row_, last_row_;               // logit rows per plan row

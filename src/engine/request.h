@@ -10,6 +10,7 @@
 #include "engine/sequence.h"
 #include "gannet/request_output.h"
 #include "gannet/sampling_params.h"
+#include "model/image_spans.h"
 #include "structured/matcher.h"
 
 namespace gannet::engine {
@@ -22,6 +23,8 @@ struct Request {
   uint64_t seed = 0;
   // Structured output: the compiled grammar (set before the scheduler sees the request).
   std::shared_ptr<structured::Automaton> grammar;
+  // Image input (vision models): the prompt's image spans, or null.
+  std::shared_ptr<model::ImageSpans> images;
   std::vector<std::unique_ptr<Sequence>> seqs;  // [n] once forked, [1] before
   std::vector<std::optional<PositionLogprobs>> prompt_logprobs;  // [prompt_len] when asked
   RequestMetrics metrics;

@@ -17,9 +17,19 @@ void Scheduler::hash_blocks(Sequence* seq, int64_t n) {
   const int bs = blocks_.block_size();
   GANNET_CHECK(n * bs <= seq->num_tokens(), "hashing block ", n - 1, " past the real tokens");
   auto& h = seq->block_hashes;
+  const model::ImageSpans* images = seq->request ? seq->request->images.get() : nullptr;
   while (int64_t(h.size()) < n) {
     const int64_t i = int64_t(h.size());
-    h.push_back(cache::hash_block(i ? h.back() : cache::kRootBlockHash, 0, seq->tokens.data() + i * bs, bs));
+    // A block holding image positions is keyed by those images' contents and where their
+    // spans start (all image positions carry the same placeholder id): the same image hits,
+    // another image with the same placeholders never does. Later blocks chain from it.
+    uint64_t extra = 0;
+    if (images)
+      for (const model::ImageSpan& s : *images)
+        if (s.start < (i + 1) * bs && s.start + s.length > i * bs)
+          extra = (extra ^ s.hash_lo ^ (s.hash_hi * 0x9E3779B97F4A7C15ull) ^ uint64_t(s.start - i * bs)) *
+                      0xBF58476D1CE4E5B9ull + 1;
+    h.push_back(cache::hash_block(i ? h.back() : cache::kRootBlockHash, extra, seq->tokens.data() + i * bs, bs));
   }
 }
 
@@ -99,6 +109,7 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int
     a.sample_index = seq->sample_index;
     a.state_slot = seq->table.state_slot;
     a.grammar = req.grammar;
+    a.images = req.images;
     a.window_from = seq->window_from;
     a.cached_until = seq->cached_until;
     seq->in_executor = true;

@@ -13,6 +13,7 @@
 #include "cache/block_manager.h"
 #include "gannet/request_output.h"
 #include "gannet/sampling_params.h"
+#include "model/image_spans.h"
 #include "structured/matcher.h"
 
 namespace gannet::engine {
@@ -33,6 +34,9 @@ struct RowAdd {
   // Structured output: the request's compiled grammar (immutable, shared by its samples);
   // the executor rebuilds the constraint's state from `tokens`.
   std::shared_ptr<structured::Automaton> grammar;
+  // Image input: the prompt's image spans (shared with the request; the executor encodes
+  // each image once, at the first step that computes its span), or null.
+  std::shared_ptr<model::ImageSpans> images;
   // Prefix-cache replay (AttentionSeq::window_from / cached_until): 0, 0 for none.
   int64_t window_from = 0, cached_until = 0;
 };

@@ -143,6 +143,7 @@ void DenseDecoder::reserve(int64_t max_tokens, int64_t max_logits) {
 }
 
 void DenseDecoder::forward(const Batch& b, const CacheViews& cache, float* logits, ThreadPool* pool) {
+  GANNET_CHECK(!b.embeds, "image rows for a model without vision");
   const int64_t n = b.n_tokens, h = cfg_.hidden_size, hd = cfg_.head_dim;
   const int nh = int(cfg_.num_attention_heads), nkv = int(cfg_.num_key_value_heads);
   const float eps = float(cfg_.rms_norm_eps);

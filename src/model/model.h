@@ -32,6 +32,9 @@ struct Batch {
   // Rows of the batch whose logits are wanted (e.g. the last token of each sequence).
   int64_t n_logits = 0;
   const int32_t* logit_rows = nullptr;  // [n_logits]
+  // Image input (vision models only; null otherwise): per token, a hidden-size row that
+  // replaces its token embedding, for image-span positions, or null.
+  const float* const* embeds = nullptr;  // [n_tokens]
 };
 
 using kernels::CacheSpec;
@@ -63,6 +66,14 @@ class Model {
   virtual void reserve(int64_t max_tokens, int64_t max_logits) = 0;
   // Writes this batch's K/V into the cache and fills logits [n_logits, vocab_size].
   virtual void forward(const Batch& batch, const CacheViews& cache, float* logits, ThreadPool* pool) = 0;
+  // Vision models: the positions an image of this patch grid spans in the prompt (-1: the
+  // model takes no images), and its span's embedding rows [span, hidden] from its patches
+  // [grid_h * grid_w, 3 * patch^2]. An image's rows depend on its own pixels only.
+  virtual int64_t image_span_tokens(int64_t grid_h, int64_t grid_w) const {
+    (void)grid_h, (void)grid_w;
+    return -1;
+  }
+  virtual std::vector<float> encode_image(const float* pixels, int64_t grid_h, int64_t grid_w, ThreadPool* pool) const;
   // Weight bytes read by one forward pass (for bandwidth figures).
   virtual uint64_t weight_bytes() const = 0;
   // The same bytes split by storage format ("bf16", "fp8-block", "int8-row", ...).

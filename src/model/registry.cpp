@@ -19,6 +19,10 @@ void register_builtin_models();
 std::once_flag g_builtin_once;
 }  // namespace
 
+std::vector<float> Model::encode_image(const float*, int64_t, int64_t, ThreadPool*) const {
+  fail("this model takes no images (its checkpoint has no vision tower)");
+}
+
 void register_model(const std::string& architecture, ModelFactory factory) {
   std::lock_guard<std::mutex> lock(registry_mutex());
   registry()[architecture] = std::move(factory);

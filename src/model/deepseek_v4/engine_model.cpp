@@ -24,6 +24,7 @@ class DeepseekV4Model final : public Model {
     rows_.resize(size_t(max_logits * cfg_.hidden_size));
   }
   void forward(const Batch& b, const CacheViews& cache, float* logits, ThreadPool* pool) override {
+    GANNET_CHECK(!b.embeds, "image rows for a model without vision");
     const int64_t n = b.n_tokens, d = cfg_.hidden_size;
     if (int64_t(hidden_.size()) < n * d) hidden_.resize(size_t(n * d));
     if (int64_t(rows_.size()) < b.n_logits * d) rows_.resize(size_t(b.n_logits * d));

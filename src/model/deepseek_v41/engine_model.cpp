@@ -24,6 +24,14 @@ class DeepseekV41Model final : public Model {
   void forward_idle(ThreadPool* pool) override { m_.forward_idle(pool); }
   CacheSpec cache_spec() const override { return m_.cache_spec(); }
 
+  int64_t image_span_tokens(int64_t grid_h, int64_t grid_w) const override {
+    return m_.vision() ? m_.vision()->span_tokens(grid_h, grid_w) : -1;
+  }
+  std::vector<float> encode_image(const float* pixels, int64_t grid_h, int64_t grid_w, ThreadPool* pool) const override {
+    if (!m_.vision()) return Model::encode_image(pixels, grid_h, grid_w, pool);
+    return m_.vision()->encode(pixels, grid_h, grid_w, pool);
+  }
+
   void reserve(int64_t max_tokens, int64_t max_logits) override {
     hidden_.resize(size_t(max_tokens * cfg_.hidden_size));
     rows_.resize(size_t(max_logits * cfg_.hidden_size));
@@ -66,7 +74,8 @@ class DeepseekV41Model final : public Model {
       at = end;
     }
     for (size_t i = 0; i < chunks_.size(); ++i) chunks_[i].m = &mems_[i];
-    m_.forward_batch(chunks_, b.token_ids, n, hidden_.data(), pool, m_.dspark_enabled() ? capture_.data() : nullptr);
+    m_.forward_batch(chunks_, b.token_ids, n, hidden_.data(), pool, m_.dspark_enabled() ? capture_.data() : nullptr,
+                     b.embeds);
     for (int64_t r = 0; r < b.n_logits; ++r)
       std::copy_n(hidden_.data() + int64_t(b.logit_rows[r]) * d, d, rows_.data() + r * d);
     if (b.n_logits) m_.logits(rows_.data(), b.n_logits, logits, pool);
