@@ -175,6 +175,38 @@ TEST(EngineVision, ImageRequestsAreBatchChunkPreemptionAndThreadInvariant) {
   }
 }
 
+// DSpark drafting (its rings seeded from rows that include image spans) and decoder
+// bounded replay (keep 10 of the image prompt: the spans fall in the skipped rows) keep
+// their contracts with images in the prompt: DSpark gives the plain run's bits, bounded
+// replay the same bits batched and chunked through the spans.
+TEST(EngineVision, DsparkAndBoundedReplayWithImages) {
+  const auto cases = make_cases();
+  std::map<int, Result> plain, replay;
+  {
+    engine::Engine e(base_args(false));
+    for (int i : all(cases)) plain[i] = run(e, cases, {i}).at(i);
+    EngineArgs a = base_args(false);
+    a.yoco_keep_tokens = 10;
+    engine::Engine er(a);
+    for (int i : all(cases)) replay[i] = run(er, cases, {i}).at(i);
+  }
+  EXPECT_NE(replay.at(0), plain.at(0)) << "bounded replay changes the image request's results (the test is not vacuous)";
+  for (bool async : {false, true}) {
+    EngineArgs d = base_args(async);
+    d.speculative = "dspark";
+    d.num_speculative_tokens = 3;
+    engine::Engine ed(d);
+    EXPECT_EQ(run(ed, cases, all(cases)), plain) << "dspark" << (async ? ", async" : "");
+    for (int64_t budget : {int64_t(2048), int64_t(7)}) {
+      EngineArgs a = base_args(async);
+      a.yoco_keep_tokens = 10;
+      a.max_num_batched_tokens = budget;
+      engine::Engine e(a);
+      EXPECT_EQ(run(e, cases, all(cases)), replay) << "replay, budget " << budget << (async ? ", async" : "");
+    }
+  }
+}
+
 TEST(EngineVision, PrefixCacheKeysImageBlocksByContent) {
   EngineArgs a = base_args(false);
   a.enable_prefix_caching = 1;
