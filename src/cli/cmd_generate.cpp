@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "server/request_json.h"
+#include "vision/image.h"
 #include "server/wire.h"
 #include "core/error.h"
 #include "core/progress_bar.h"
@@ -28,6 +29,10 @@ namespace {
 
 const char* kGenerateUsage =
     "usage: gannet generate --model DIR (--prompt TEXT | --prompts FILE.jsonl) [flags]\n"
+    "\n"
+    "FILE.jsonl: one request a line, {\"prompt\": TEXT} or {\"prompt_token_ids\": [...]} with\n"
+    "sampling fields; a vision model (DeepSeek-V4.1) also takes \"images\": [PATH, ...] (PNG,\n"
+    "JPEG, WebP), one <｜deepseek_image｜> in the text (or image_token_id among the ids) per image.\n"
     "\n"
     "sampling (defaults for every prompt):\n"
     "  --max-tokens N     tokens to generate per prompt (default 64)\n"
@@ -146,7 +151,7 @@ int cmd_generate(const Args& args) {
   std::vector<Item> items;
   if (auto p = f.get("prompt")) {
     if (p->empty()) throw UsageError("--prompt is empty");
-    items.push_back({{*p, {}, false, defaults}, std::nullopt, std::nullopt});
+    items.push_back({{*p, {}, false, {}, defaults}, std::nullopt, std::nullopt});
   } else {
     std::string all;
     bool opened = true;
@@ -202,8 +207,13 @@ int cmd_generate(const Args& args) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i].error || owner[i] != rank) continue;
     try {
-      if (items[i].line.has_ids) eng.add_request(std::to_string(i), items[i].line.prompt_token_ids, items[i].line.params);
-      else eng.add_request(std::to_string(i), items[i].line.prompt, items[i].line.params);
+      std::vector<vision::RgbImage> images;
+      vision::DecodeLimits limits;
+      limits.max_pixels = ea.max_image_pixels;
+      for (const std::string& path : items[i].line.images) images.push_back(vision::load_image_file(path, limits));
+      if (items[i].line.has_ids)
+        eng.add_request(std::to_string(i), items[i].line.prompt_token_ids, items[i].line.params, images);
+      else eng.add_request(std::to_string(i), items[i].line.prompt, items[i].line.params, images);
     } catch (const Error& e) {
       items[i].error = e.what();
       if (items.size() == 1) throw;

@@ -18,7 +18,7 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
     fail("bad JSON: ", e.what());
   }
   if (!j.is_object()) fail("each line must be a JSON object");
-  PromptLine out{"", {}, false, defaults};
+  PromptLine out{"", {}, false, {}, defaults};
   SamplingParams& p = out.params;
   bool have_prompt = false;
   const char* structured_from = nullptr;  // the field that set p.structured
@@ -67,6 +67,12 @@ PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defa
       }
       out.has_ids = true;
       have_prompt = true;
+    } else if (k == "images") {
+      if (!v.is_array()) fail("'images' must be a list of image file paths");
+      for (const ojson& f : v) {
+        if (!f.is_string() || f.get<std::string>().empty()) fail("'images' must be a list of image file paths, got ", f.dump());
+        out.images.push_back(f.get<std::string>());
+      }
     } else if (k == "max_tokens") p.max_tokens = integer();
     else if (k == "min_tokens") p.min_tokens = integer();
     else if (k == "temperature") p.temperature = num();

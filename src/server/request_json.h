@@ -14,11 +14,13 @@ struct PromptLine {
   std::string prompt;
   std::vector<int32_t> prompt_token_ids;  // instead of prompt (tokenizer-less checkpoints)
   bool has_ids = false;
+  std::vector<std::string> images;  // image files, one placeholder each in the prompt (vision models)
   SamplingParams params;
 };
 
 // One prompts-file line: {"prompt": ..., <SamplingParams fields>}, or
-// {"prompt_token_ids": [ids], ...} instead of "prompt". Throws gannet::Error
+// {"prompt_token_ids": [ids], ...} instead of "prompt", and "images": [PATH, ...] for a
+// vision model (one image placeholder per image in the prompt). Throws gannet::Error
 // naming the field for bad JSON, unknown fields, wrong types and invalid values.
 PromptLine parse_prompt_line(const std::string& line, const SamplingParams& defaults);
 
