@@ -77,11 +77,12 @@ EngineLoop::~EngineLoop() {
 }
 
 std::shared_ptr<OutputStream> EngineLoop::submit(const std::string& id, const std::string& prompt,
-                                                 const std::vector<int32_t>& ids, const SamplingParams& params) {
+                                                 const std::vector<int32_t>& ids, const SamplingParams& params,
+                                                 std::vector<vision::RgbImage> images) {
   auto s = std::make_shared<OutputStream>();
   {
     std::lock_guard<std::mutex> lk(mu_);
-    pending_.push_back({id, prompt, ids, params, s, now_seconds()});
+    pending_.push_back({id, prompt, ids, params, s, now_seconds(), std::move(images)});
   }
   cv_.notify_all();
   return s;
@@ -177,8 +178,8 @@ void EngineLoop::run() {
     }
     for (Pending& p : adds) {
       try {
-        if (p.ids.empty()) engine_->add_request(p.id, p.prompt, p.params);
-        else engine_->add_request(p.id, p.ids, p.params);
+        if (p.ids.empty()) engine_->add_request(p.id, p.prompt, p.params, p.images);
+        else engine_->add_request(p.id, p.ids, p.params, p.images);
         streams[p.id] = p.stream;
         timing[p.id] = {p.submitted, 0};
         std::lock_guard<std::mutex> lk(mu_);

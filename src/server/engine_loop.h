@@ -16,6 +16,7 @@
 
 #include "core/collective.h"
 #include "engine/engine.h"
+#include "vision/image.h"
 #include "gannet/request_output.h"
 #include "gannet/sampling_params.h"
 
@@ -79,8 +80,12 @@ class EngineLoop {
 
   // Queues a request (prompt text, or token ids when `ids` is non-empty). Bad parameters
   // end the stream with an error.
+  // images: decoded images for a vision model (one placeholder each in the prompt).
   std::shared_ptr<OutputStream> submit(const std::string& id, const std::string& prompt,
-                                       const std::vector<int32_t>& ids, const SamplingParams& params);
+                                       const std::vector<int32_t>& ids, const SamplingParams& params,
+                                       std::vector<vision::RgbImage> images = {});
+  // Ranks serving (data parallel under mpirun), 1 for one process.
+  int ranks() const { return group_ ? group_->size() : 1; }
   void abort(const std::string& id);
   LoopStats stats() const;
   const engine::Engine& engine() const { return *engine_; }
@@ -103,6 +108,7 @@ class EngineLoop {
     SamplingParams params;
     std::shared_ptr<OutputStream> stream;
     double submitted = 0;  // steady clock, seconds
+    std::vector<vision::RgbImage> images;
   };
   // Per running request: when it was submitted and when its last token came (0: none yet).
   struct Timing {

@@ -333,6 +333,28 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
   if (!tok) return send_error(res, bad_request("this model has no tokenizer, so it cannot chat"));
   if (!chat_.available())
     return send_error(res, bad_request("this model has no chat template (start the server with --chat-template FILE)", "messages"));
+  // Images (image_url parts): decoded here, before anything is queued; a vision model's
+  // encoder places one image marker per part, expanded by the engine to the image's span.
+  std::vector<vision::RgbImage> images;
+  if (!cr.images.empty()) {
+    const engine::Engine& eng = loop_.engine();
+    if (eng.image_token_id() < 0 || chat_.deepseek() != chat::DeepseekVersion::kV41)
+      return send_error(res, bad_request(cr.images[0].first + ": this model takes no images (no vision tower)", "messages"));
+    if (loop_.ranks() > 1)
+      return send_error(res, bad_request(cr.images[0].first + ": images are not served by a data-parallel (mpirun) server yet",
+                                         "messages"));
+    if (int64_t(cr.images.size()) > eng.args().limit_images_per_prompt)
+      return send_error(res, bad_request(std::to_string(cr.images.size()) + " images, more than --limit-images-per-prompt " +
+                                             std::to_string(eng.args().limit_images_per_prompt),
+                                         "messages"));
+    vision::DecodeLimits limits;
+    limits.max_pixels = eng.args().max_image_pixels;
+    try {
+      for (const auto& [field, url] : cr.images) images.push_back(vision::decode_data_url(url, field, limits));
+    } catch (const Error& e) {
+      return send_error(res, bad_request(e.what(), "messages"));
+    }
+  }
   const bool want_tools = !cr.chat.tools.is_null() && cr.tool_choice != "none";  // calls read back
   if (want_tools && !chat_.reads_tool_calls())
     return send_error(res, bad_request("'tools': gannet reads no tool calls back from this chat format (" + chat_.origin() +
@@ -366,7 +388,26 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     // DeepSeek-V4.1's encoder takes content parts itself (joined by blank lines).
     const bool raw = chat_.deepseek() == chat::DeepseekVersion::kV41;
     prompt = chat_.render(raw ? cr.raw_messages : cr.messages, cr.chat, &reasoning);
-    ids = tok->encode(prompt, /*add_special_tokens=*/false);  // the template writes BOS itself
+    if (images.empty()) {
+      ids = tok->encode(prompt, /*add_special_tokens=*/false);  // the template writes BOS itself
+    } else {  // each image marker is the placeholder id, whether or not the tokenizer knows it
+      const std::string marker = engine::Engine::kImageMarker;
+      size_t at = 0, markers = 0;
+      for (;;) {
+        const size_t hit = prompt.find(marker, at);
+        const std::vector<int32_t> part =
+            tok->encode(prompt.substr(at, hit == std::string::npos ? std::string::npos : hit - at), false);
+        ids.insert(ids.end(), part.begin(), part.end());
+        if (hit == std::string::npos) break;
+        ids.push_back(int32_t(loop_.engine().image_token_id()));
+        ++markers;
+        at = hit + marker.size();
+      }
+      if (markers != images.size())
+        return send_error(res, bad_request("the chat encoder placed " + std::to_string(markers) + " image(s) for " +
+                                               std::to_string(images.size()) + " image part(s)",
+                                           "messages"));
+    }
   } catch (const Error& e) {
     const std::string m = e.what();
     return send_error(res, bad_request(m, m.find("reasoning_effort") != std::string::npos ? "reasoning_effort" : "messages"));
@@ -412,7 +453,7 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
                                        cr.max_tokens_given ? "max_tokens" : "messages"));
   const std::string id = "chatcmpl-" + std::to_string(++ids_);
   const int64_t created = unix_now();
-  std::shared_ptr<OutputStream> stream = loop_.submit(id, "", ids, cr.params);
+  std::shared_ptr<OutputStream> stream = loop_.submit(id, "", ids, cr.params, std::move(images));
   const bool want_lp = cr.logprobs;
   // Tool calls are read back when the request has tools; call ids are unique per response.
   auto parser_options = [&](int64_t choice) {

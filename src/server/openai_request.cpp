@@ -145,7 +145,7 @@ void check_model(const ojson& v, const std::string& served_name) {
 
 // One message -> {role, content (a string, or absent), name, tool_calls, tool_call_id,
 // reasoning_content}: what the chat templates read.
-ojson normalize_message(const ojson& m, size_t index) {
+ojson normalize_message(const ojson& m, size_t index, std::vector<std::pair<std::string, std::string>>* images) {
   const std::string at = "messages[" + std::to_string(index) + "]";
   if (!m.is_object()) throw bad_request(at + " must be an object", "messages");
   if (!m.contains("role") || !m["role"].is_string()) throw bad_request(at + ".role must be a string", "messages");
@@ -170,9 +170,35 @@ ojson normalize_message(const ojson& m, size_t index) {
           const ojson& part = v[p];
           if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
             throw bad_request(at + ".content[" + std::to_string(p) + "] must be a content part with a 'type'", "messages");
+          const std::string field = at + ".content[" + std::to_string(p) + "]";
+          if (part["type"] == "image_url") {
+            // {"type": "image_url", "image_url": {"url": URL, "detail"?: "auto"}} (or the URL
+            // as a string); read by vision models only, and only in user turns.
+            if (role != "user") throw bad_request(field + ": images are taken in user messages only", "messages");
+            const ojson* iu = part.contains("image_url") ? &part["image_url"] : nullptr;
+            std::string url;
+            if (iu && iu->is_string()) url = iu->get<std::string>();
+            else if (iu && iu->is_object() && iu->contains("url") && (*iu)["url"].is_string()) {
+              for (auto f = iu->begin(); f != iu->end(); ++f)
+                if (f.key() == "detail") {
+                  if (!f.value().is_string() || f.value() != "auto")
+                    throw bad_request(field + ".image_url.detail: only \"auto\" (the model's own resolution)", "messages");
+                } else if (f.key() != "url") {
+                  throw bad_request(field + ".image_url has an unknown field '" + f.key() + "'", "messages");
+                }
+              url = (*iu)["url"].get<std::string>();
+            } else {
+              throw bad_request(field + ".image_url must be {\"url\": \"data:image/...;base64,...\"}", "messages");
+            }
+            for (auto f = part.begin(); f != part.end(); ++f)
+              if (f.key() != "type" && f.key() != "image_url")
+                throw bad_request(field + " has an unknown field '" + f.key() + "'", "messages");
+            if (images) images->push_back({field + ".image_url", url});
+            continue;
+          }
           if (part["type"] != "text")
-            throw bad_request(at + ".content[" + std::to_string(p) + "]: content parts of type '" +
-                                  part["type"].get<std::string>() + "' are not supported (text only)",
+            throw bad_request(field + ": content parts of type '" + part["type"].get<std::string>() +
+                                  "' are not supported (text and image_url)",
                               "messages");
           if (!part.contains("text") || !part["text"].is_string())
             throw bad_request(at + ".content[" + std::to_string(p) + "].text must be a string", "messages");
@@ -237,7 +263,7 @@ ChatRequest parse_chat(const ojson& body, const std::string& served_name) {
     } else if (k == "messages") {
       have_messages = true;
       if (!v.is_array() || v.empty()) throw bad_request("'messages' must be a non-empty list of messages", "messages");
-      for (size_t i = 0; i < v.size(); ++i) r.messages.push_back(normalize_message(v[i], i));
+      for (size_t i = 0; i < v.size(); ++i) r.messages.push_back(normalize_message(v[i], i, &r.images));
       r.raw_messages = v;
     } else if (k == "stream" || k == "stream_options") {
       stream_field(k, v, r.stream, r.include_usage);

@@ -55,6 +55,9 @@ struct ChatRequest {
   bool max_tokens_given = false;  // else: up to the context
   bool stream = false, include_usage = false;
   bool logprobs = false;  // chat shape: logprobs: true, top_logprobs: N
+  // image_url content parts of user messages, in order: the field ("messages[i].content[j]")
+  // and its URL (a data: URL; others are refused when decoded).
+  std::vector<std::pair<std::string, std::string>> images;
 };
 
 // Throw ApiError (400, or 404 for another model's name).

@@ -43,3 +43,12 @@ int exif_orientation(std::span<const uint8_t> exif);
 RgbImage apply_orientation(RgbImage img, int o);
 
 }  // namespace gannet::vision
+
+namespace gannet::vision {
+
+// An image given inline as a data: URL ("data:image/png;base64,...": PNG, JPEG or WebP,
+// base64). Anything else (http:, file:, a path) is refused: gannet fetches nothing.
+// `what` names the field in errors.
+RgbImage decode_data_url(const std::string& url, const std::string& what, const DecodeLimits& limits = {});
+
+}  // namespace gannet::vision

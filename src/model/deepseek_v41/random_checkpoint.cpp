@@ -106,6 +106,7 @@ void write_random_deepseek_v41(const std::string& preset, uint64_t seed, const s
                                const std::string& out_dir, const std::function<void(uint64_t, uint64_t)>& progress,
                                float router_skew) {
   ordered_json t = text_config(preset);
+  ordered_json top;  // vision_config / image_token_id: keys of the composite config
   if (!config_overrides.empty()) {
     ordered_json o;
     try {
@@ -115,7 +116,8 @@ void write_random_deepseek_v41(const std::string& preset, uint64_t seed, const s
     }
     if (!o.is_object()) fail("config overrides: expected a JSON object");
     for (auto it = o.begin(); it != o.end(); ++it) {
-      if (it.value().is_null()) t.erase(it.key());
+      if (it.key() == "vision_config" || it.key() == "image_token_id") top[it.key()] = it.value();
+      else if (it.value().is_null()) t.erase(it.key());
       else t[it.key()] = it.value();
     }
   }
@@ -127,6 +129,7 @@ void write_random_deepseek_v41(const std::string& preset, uint64_t seed, const s
                                 {"activation_scheme", "dynamic"}, {"weight_block_size", {32, 32}},
                                 {"scale_fmt", "ue8m0"},           {"expert_dtype", "fp4"}};
   cfg["text_config"] = t;
+  for (auto it = top.begin(); it != top.end(); ++it) cfg[it.key()] = it.value();  // a vision tower (random too)
   cfg["bos_token_id"] = 0;
   cfg["eos_token_id"] = 1;
   cfg["torch_dtype"] = "bfloat16";
