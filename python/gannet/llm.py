@@ -1,5 +1,8 @@
 """gannet.LLM: offline batch generation over the C++ engine, shaped like vLLM's LLM."""
 
+import base64
+import binascii
+import io
 import json
 import os
 import re
@@ -26,6 +29,8 @@ _ENGINE_FIELDS = {
     "max_num_batched_tokens": "int",
     "block_size": "int",
     "max_model_len": "int or None",
+    "limit_images_per_prompt": "int",
+    "max_image_pixels": "int",
     "enable_chunked_prefill": "bool",
     "watermark": "float",
     "async_scheduling": "bool",
@@ -178,6 +183,57 @@ class _Tokenizer:
         return {"input_ids": self.encode(text, add_special_tokens)}
 
 
+_IMAGE_MARKER = "<｜deepseek_image｜>"
+
+
+def _image_bytes(x: Any, where: str) -> bytes:
+    """One image as its encoded file's bytes: bytes, a path, or a PIL.Image (saved as PNG)."""
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x)
+    if isinstance(x, (str, os.PathLike)):
+        try:
+            with open(x, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise ValueError(f"{where}: image {os.fspath(x)!r}: {e.strerror}") from None
+    if hasattr(x, "save") and hasattr(x, "mode"):  # PIL.Image: its pixels, losslessly
+        buf = io.BytesIO()
+        x.save(buf, format="PNG")
+        return buf.getvalue()
+    raise ValueError(f"{where}: an image must be a PIL.Image, a file path or the file's bytes, got {type(x).__name__}")
+
+
+def _multi_modal_images(mm: Any, where: str) -> List[bytes]:
+    if not isinstance(mm, dict) or set(mm) - {"image"}:
+        raise ValueError(f"{where}: multi_modal_data takes {{'image': image or [images]}} (images only)")
+    images = mm.get("image", [])
+    if not isinstance(images, (list, tuple)):
+        images = [images]
+    return [_image_bytes(x, f"{where}: multi_modal_data['image'][{k}]") for k, x in enumerate(images)]
+
+
+def _chat_images(conv: Any, where: str) -> List[bytes]:
+    """The image_url parts of a conversation's messages, in order, as bytes (data: URLs only)."""
+    out = []
+    for mi, m in enumerate(conv):
+        content = m.get("content")
+        if not isinstance(content, list):
+            continue
+        for pi, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "image_url":
+                continue
+            field = f"{where}: messages[{mi}].content[{pi}].image_url"
+            u = part.get("image_url")
+            url = u.get("url") if isinstance(u, dict) else u
+            if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url:
+                raise ValueError(f"{field}: only data: URLs are taken (base64 PNG, JPEG or WebP); gannet fetches nothing")
+            try:
+                out.append(base64.b64decode(url.split(",", 1)[1], validate=True))
+            except (ValueError, binascii.Error):
+                raise ValueError(f"{field}: the data: URL's base64 does not decode") from None
+    return out
+
+
 class LLM:
     """An engine over one checkpoint directory, for offline batches.
 
@@ -205,6 +261,14 @@ class LLM:
                 raise ValueError(f"{_OWNER}: give quantize or quantization, not both")
             kwargs["quantize"] = kwargs.pop("quantization")
         _speculative_config(args, kwargs.pop("speculative_config", None))
+        mm = kwargs.pop("limit_mm_per_prompt", None)  # vLLM's spelling: {"image": N}
+        if mm is not None:
+            if not isinstance(mm, dict) or set(mm) - {"image"}:
+                raise ValueError(f"{_OWNER}: limit_mm_per_prompt takes {{'image': N}} (gannet's models take images only)")
+            if "image" in mm:
+                if "limit_images_per_prompt" in kwargs:
+                    raise ValueError(f"{_OWNER}: give limit_mm_per_prompt or limit_images_per_prompt, not both")
+                kwargs["limit_images_per_prompt"] = mm["image"]
         for name, value in kwargs.items():
             if name in _ENGINE_FIELDS:
                 _set_engine_field(args, name, value)
@@ -287,20 +351,36 @@ class LLM:
                                                 tools_json, chat_template)
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{_OWNER}.chat: conversation {i}: {e}") from None
-            # The template writes the BOS token itself.
-            items.append((text, list(self._engine.encode(text, False))))
+            # The template writes the BOS token itself. Image parts (data: URLs) are the
+            # encoder's image markers, each the placeholder id the engine expands.
+            images = _chat_images(conv, f"{_OWNER}.chat: conversation {i}")
+            if not images:
+                items.append((text, list(self._engine.encode(text, False)), None))
+                continue
+            if self._engine.image_token_id < 0:
+                raise ValueError(f"{_OWNER}.chat: conversation {i}: this model takes no images (no vision tower)")
+            parts = text.split(_IMAGE_MARKER)
+            if len(parts) - 1 != len(images):
+                raise ValueError(f"{_OWNER}.chat: conversation {i}: the chat format placed {len(parts) - 1} image(s) "
+                                 f"for {len(images)} image part(s)")
+            ids: List[int] = []
+            for k, part in enumerate(parts):
+                if k:
+                    ids.append(self._engine.image_token_id)
+                ids.extend(self._engine.encode(part, False))
+            items.append((text, ids, images))
         results = self._run(items, self._params_for(sampling_params, len(items)), use_tqdm)
         if chat_template is None:  # read the answers back as the server does
             with_tools = bool(tools)
-            for (text, _), r in zip(items, results):
+            for (text, _, _), r in zip(items, results):
                 for o in r.outputs:
                     o.message = json.loads(self._engine.parse_chat_output(text, o.text, with_tools))
         return results
 
     # -- internals ------------------------------------------------------------------------
 
-    def _prompts(self, prompts: Any) -> List[Tuple[Optional[str], Optional[List[int]]]]:
-        """(text, token ids) per prompt; exactly one of the two is set."""
+    def _prompts(self, prompts: Any) -> List[Tuple[Optional[str], Optional[List[int]], Optional[List[bytes]]]]:
+        """(text, token ids, images) per prompt; exactly one of the first two is set."""
         where = f"{_OWNER}.generate"
         if prompts is None:
             raise ValueError(f"{where}: no prompts given")
@@ -314,18 +394,21 @@ class LLM:
                              f"'prompt_token_ids', or a list of these; got {type(prompts).__name__}")
         out = []
         for i, p in enumerate(prompts):
+            images = None
             if isinstance(p, dict):
-                unknown = set(p) - {"prompt", "prompt_token_ids"}
+                unknown = set(p) - {"prompt", "prompt_token_ids", "multi_modal_data"}
                 if unknown:
                     raise ValueError(f"{where}: prompt {i}: unsupported key(s) {sorted(unknown)} "
-                                     "(gannet takes 'prompt' or 'prompt_token_ids')")
+                                     "(gannet takes 'prompt' or 'prompt_token_ids', and 'multi_modal_data')")
+                if "multi_modal_data" in p:
+                    images = _multi_modal_images(p["multi_modal_data"], f"{where}: prompt {i}")
                 if ("prompt" in p) == ("prompt_token_ids" in p):
                     raise ValueError(f"{where}: prompt {i}: give exactly one of 'prompt' and 'prompt_token_ids'")
                 p = p["prompt"] if "prompt" in p else p["prompt_token_ids"]
                 if not isinstance(p, (str, list, tuple)):
                     raise ValueError(f"{where}: prompt {i} must be a string or a list of token ids")
             if isinstance(p, str):
-                out.append((p, None))
+                out.append((p, None, images))
             elif isinstance(p, (list, tuple)):
                 ids = []
                 for j, t in enumerate(p):
@@ -334,7 +417,7 @@ class LLM:
                     if not 0 <= t < 2**31:
                         raise ValueError(f"{where}: prompt {i}: token id {t} is outside the vocabulary")
                     ids.append(t)
-                out.append((None, ids))
+                out.append((None, ids, images))
             else:
                 raise ValueError(f"{where}: prompt {i} must be a string, a list of token ids or a dict, "
                                  f"got {type(p).__name__}")
@@ -383,19 +466,21 @@ class LLM:
         results: List[Optional[RequestOutput]] = [None] * len(items)
         bar = None
         try:
-            for i, ((text, ids), core) in enumerate(zip(items, cores)):
+            for i, ((text, ids, images), core) in enumerate(zip(items, cores)):
                 rid = str(self._next_id)
                 self._next_id += 1
                 if self._seed is not None and core.seed is None:
                     core = _core.SamplingParams(core)
                     core.seed = _splitmix64(self._seed ^ _splitmix64(int(rid)))
                 try:
-                    if ids is None:
+                    if images:
+                        engine.add_request(rid, text if ids is None else ids, core, images)
+                    elif ids is None:
                         engine.add_request(rid, text, core)
                     else:
                         engine.add_request(rid, ids, core)
                 except ValueError as e:
-                    raise ValueError(f"prompt {i}: " + re.sub(r"^request '[^']*': ", "", str(e))) from None
+                    raise ValueError(f"prompt {i}: " + _engine_message(re.sub(r"^request '[^']*': ", "", str(e)))) from None
                 index[rid] = i
             bar = self._bar(use_tqdm, len(items))
             t0 = time.monotonic()

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "vision/image.h"
 #include "python/bindings.h"
 #include "chat/chat_format.h"
 #include "chat/output_parser.h"
@@ -98,6 +99,16 @@ class PyEngine {
 
 }  // namespace
 
+std::vector<vision::RgbImage> decode_images(PyEngine& e, const std::vector<nb::bytes>& images) {
+  vision::DecodeLimits limits;
+  limits.max_pixels = e.engine().args().max_image_pixels;
+  std::vector<vision::RgbImage> out;
+  for (size_t i = 0; i < images.size(); ++i)
+    out.push_back(vision::decode_image({reinterpret_cast<const uint8_t*>(images[i].c_str()), images[i].size()},
+                                       "image " + std::to_string(i), limits));
+  return out;
+}
+
 void bind_engine(nb::module_& m) {
   nb::class_<PyEngine>(m, "Engine")
       // Loading maps the checkpoint and may take a while: other Python threads run meanwhile.
@@ -114,6 +125,18 @@ void bind_engine(nb::module_& m) {
             e.engine().add_request(id, ids, p);
           },
           nb::arg("request_id"), nb::arg("prompt_token_ids"), nb::arg("params"))
+      // With images (vision models): each an encoded PNG / JPEG / WebP file's bytes.
+      .def(
+          "add_request",
+          [](PyEngine& e, const std::string& id, const std::string& prompt, const SamplingParams& p,
+             const std::vector<nb::bytes>& images) { e.engine().add_request(id, prompt, p, decode_images(e, images)); },
+          nb::arg("request_id"), nb::arg("prompt"), nb::arg("params"), nb::arg("images"))
+      .def(
+          "add_request",
+          [](PyEngine& e, const std::string& id, const std::vector<int32_t>& ids, const SamplingParams& p,
+             const std::vector<nb::bytes>& images) { e.engine().add_request(id, ids, p, decode_images(e, images)); },
+          nb::arg("request_id"), nb::arg("prompt_token_ids"), nb::arg("params"), nb::arg("images"))
+      .def_prop_ro("image_token_id", [](PyEngine& e) { return e.engine().image_token_id(); })
       // One step with the GIL released; the requests that finished in it.
       .def("step",
            [](PyEngine& e) {

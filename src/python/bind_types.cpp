@@ -83,6 +83,8 @@ void bind_types(nb::module_& m) {
       .def_rw("max_num_batched_tokens", &EngineArgs::max_num_batched_tokens)
       .def_rw("block_size", &EngineArgs::block_size)
       .def_rw("max_model_len", &EngineArgs::max_model_len)
+      .def_rw("limit_images_per_prompt", &EngineArgs::limit_images_per_prompt)
+      .def_rw("max_image_pixels", &EngineArgs::max_image_pixels)
       .def_rw("enable_chunked_prefill", &EngineArgs::enable_chunked_prefill)
       .def_rw("watermark", &EngineArgs::watermark)
       .def_rw("async_scheduling", &EngineArgs::async_scheduling)
