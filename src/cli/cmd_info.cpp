@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,9 @@
 #include "gannet/engine_args.h"
 #include "io/deepseek_v41_config.h"
 #include "model/deepseek_v41/model.h"
+#include "model/deepseek_v41/vision.h"
+#include "vision/image_processor.h"
+#include "vision/preprocessor_config.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,7 +36,9 @@ const char* kInfoUsage =
     "DeepSeek-V4.1 needs only config.json (the weights are checked when present): parameters,\n"
     "weight bytes by dtype, bytes read per decode token (active experts only), KV-cache bytes\n"
     "per token in its compact forms and the fixed state bytes per sequence; --memory SIZE\n"
-    "(e.g. 256GiB) adds how many tokens and full-context sequences fit beside the weights.\n";
+    "(e.g. 256GiB) adds how many tokens and full-context sequences fit beside the weights.\n"
+    "With a vision tower (vision_config): its parameters and bytes, and for --image-size WxH\n"
+    "(default 544x544) the image's patch grid, its tokens in the prompt and the FLOPs to encode it.\n";
 
 // DeepSeek-V4.1 from its config alone.
 int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const Flags& f) {
@@ -69,6 +75,33 @@ int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const 
     const double per_seq = double(c.max_position_embeddings) * kv_per_token + double(state);
     fit_seqs = free > 0 ? int64_t(free / per_seq) : 0;
   }
+  // The vision tower, and what one image of --image-size costs.
+  struct {
+    bool on = false;
+    int w = 544, h = 544;
+    vision::ImagePlan plan;
+    double flops = 0;
+  } img;
+  if (c.vision.present) {
+    img.on = true;
+    if (auto s = f.get("image-size")) {
+      char x = 0;
+      std::istringstream in(*s);
+      if (!(in >> img.w >> x >> img.h) || x != 'x' || img.w <= 0 || img.h <= 0 || !in.eof())
+        throw UsageError("--image-size must be WIDTHxHEIGHT in pixels, e.g. 544x544");
+    }
+    vision::ImageProcessorConfig ic;
+    ic.patch_size = int(c.vision.patch_size);
+    ic.downsample_ratio = int(c.vision.downsample_ratio);
+    ic.min_pixels = c.vision.min_pixels;
+    ic.max_image_tokens = c.vision.max_image_tokens;
+    if (c.vision.max_wh_ratio > 0) ic.max_wh_ratio = c.vision.max_wh_ratio;
+    ic = vision::load_preprocessor_config(dir, ic);
+    img.plan = vision::plan_image(img.w, img.h, ic);
+    img.flops = 2 * model::deepseek_v41::vision_macs(c, img.plan.grid_h, img.plan.grid_w);
+  } else if (f.has("image-size")) {
+    throw UsageError("--image-size: " + dir + " has no vision tower (vision_config)");
+  }
   if (f.has("json")) {
     nlohmann::ordered_json j;
     j["model"] = dir;
@@ -86,6 +119,15 @@ int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const 
                         {"tokens_per_entry", g.tokens_per_entry}});
     j["kv_groups"] = groups;
     j["max_position_embeddings"] = c.max_position_embeddings;
+    if (img.on) {
+      j["vision"] = {{"num_parameters", sz.vision_params},
+                     {"weight_bytes", sz.vision_bytes},
+                     {"image_token_id", c.image_token_id},
+                     {"image_size", {img.w, img.h}},
+                     {"patch_grid", {img.plan.grid_h, img.plan.grid_w}},
+                     {"tokens_per_image", img.plan.n_tokens},
+                     {"flops_per_image", img.flops}};
+    }
     if (memory) {
       j["memory"] = *memory;
       j["fit_tokens"] = fit_tokens;
@@ -113,6 +155,13 @@ int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const 
   std::printf("state per sequence: %s (window rings, open groups, Engram history)\n",
               format_bytes(uint64_t(state)).c_str());
   std::printf("context length:     %lld\n", (long long)c.max_position_embeddings);
+  if (img.on) {
+    std::printf("vision tower:       %lld parameters (%s), %lld layers, width %lld, patch %lld, image token %lld\n",
+                (long long)sz.vision_params, format_bytes(sz.vision_bytes).c_str(), (long long)c.vision.num_hidden_layers,
+                (long long)c.vision.hidden_size, (long long)c.vision.patch_size, (long long)c.image_token_id);
+    std::printf("image %dx%d:       %dx%d patches -> %lld tokens in the prompt, %.1f GFLOP to encode\n", img.w, img.h,
+                img.plan.grid_h, img.plan.grid_w, (long long)img.plan.n_tokens, img.flops / 1e9);
+  }
   if (memory && *memory <= sz.weight_bytes)
     std::printf("in %s:  nothing: the weights alone need %s\n", format_bytes(*memory).c_str(),
                 format_bytes(sz.weight_bytes).c_str());
@@ -124,7 +173,7 @@ int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const 
 }  // namespace
 
 int cmd_info(const Args& args) {
-  Flags f(args, {"model", "quantize", "memory"}, {"json", "help"});
+  Flags f(args, {"model", "quantize", "memory", "image-size"}, {"json", "help"});
   if (f.has("help")) {
     std::fputs(kInfoUsage, stdout);
     return 0;
@@ -140,6 +189,7 @@ int cmd_info(const Args& args) {
   }
   if (cfg.deepseek_v41) return info_deepseek_v41(dir, cfg, f);
   if (f.has("memory")) throw UsageError("--memory is supported for DeepSeek-V4.1 configs");
+  if (f.has("image-size")) throw UsageError("--image-size: " + dir + " has no vision tower (vision_config)");
   io::Checkpoint ckpt(dir);
   auto model = model::create_model(cfg, ckpt);  // validates names and shapes
   const int64_t kv_bytes = int64_t(std::llround(model->cache_spec().bytes_per_token()));

@@ -28,6 +28,30 @@ def test_info_from_config_alone(gannet):
     assert p.returncode == 2 and "--memory" in p.stderr
 
 
+def test_info_vision_tower_at_released_sizes(gannet, tmp_path):
+    """The released vision_config (deepseek-v41-vision.md §1): the tower's parameters from
+    the released tensor shapes, and a 544x544 image as 39x39 patches, 13x13 aligner rows,
+    184 prompt tokens; a config without a tower refuses --image-size by name."""
+    cfg = json.loads((FLASH / "config.json").read_text())
+    cfg["architectures"] = ["DeepseekV41ForConditionalGeneration"]
+    cfg["vision_config"] = {"model_type": "deepseek_v41_vision", "hidden_size": 1024, "intermediate_size": 2816,
+                            "num_hidden_layers": 32, "num_attention_heads": 16, "patch_size": 14,
+                            "downsample_ratio": 3, "rope_theta": 10000.0, "max_image_tokens": 1024,
+                            "min_pixels": 295936, "max_wh_ratio": None}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    j = json.loads(gannet(["info", "--model", str(tmp_path), "--json"]).stdout)["vision"]
+    block = 2 * 1024 + (3072 * 1024 + 3072) + (1024 * 1024 + 1024) + 5632 * 1024 + 1024 * 2816
+    aligner = 5120 * 9216 + 5120 + 5120 * 5120 + 5120
+    assert j["num_parameters"] == 1024 * 588 + 1024 + 32 * block + 1024 + aligner + 3 * 5120
+    assert j["weight_bytes"] == 2 * j["num_parameters"]  # BF16, no scales
+    assert j["image_token_id"] == 129264
+    assert (j["patch_grid"], j["tokens_per_image"]) == ([39, 39], 184)
+    wide = json.loads(gannet(["info", "--model", str(tmp_path), "--json", "--image-size", "4000x1000"]).stdout)["vision"]
+    assert wide["tokens_per_image"] <= 1024 and wide["patch_grid"][1] > wide["patch_grid"][0]
+    p = gannet(["info", "--model", str(FLASH), "--image-size", "544x544"], check=False)
+    assert p.returncode != 0 and "no vision tower" in p.stderr
+
+
 def test_info_checks_weights_when_present(gannet):
     j = json.loads(gannet(["info", "--model", str(TINY), "--json"]).stdout)
     assert j["weights_present"] is True and j["architecture"] == "DeepseekV41ForCausalLM"

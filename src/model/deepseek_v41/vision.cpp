@@ -211,7 +211,7 @@ std::vector<float> VisionEncoder::encode(const float* pixels, int64_t gh, int64_
   return span;
 }
 
-double VisionEncoder::macs(int64_t gh, int64_t gw) const {
+double vision_macs(const io::DeepseekV41Config& c_, int64_t gh, int64_t gw) {
   const auto& v = c_.vision;
   const double N = double(gh * gw), C = double(v.hidden_size), I = double(v.intermediate_size);
   const double p2 = double(v.patch_size * v.patch_size), r = double(v.downsample_ratio), D = double(c_.hidden_size);

@@ -52,6 +52,10 @@ std::vector<VisionTensor> vision_tensors(const io::DeepseekV41Config& cfg);
 
 VisionWeights load_vision_weights(const io::DeepseekV41Config& cfg, const io::Checkpoint& ckpt);
 
+// Multiply-adds to encode one image of this patch grid (ViT, attention products, aligner;
+// FLOPs = 2x), from the config alone.
+double vision_macs(const io::DeepseekV41Config& cfg, int64_t grid_h, int64_t grid_w);
+
 class VisionEncoder {
  public:
   VisionEncoder(const io::DeepseekV41Config& cfg, const VisionWeights& w) : c_(cfg), w_(w) {}
@@ -66,7 +70,7 @@ class VisionEncoder {
   // The whole path: pixels -> the span's embedding rows [span_tokens, D].
   std::vector<float> encode(const float* pixels, int64_t grid_h, int64_t grid_w, ThreadPool* pool) const;
   // Multiply-adds of encode() for one image (FLOPs = 2x): the benchmark's yardstick.
-  double macs(int64_t grid_h, int64_t grid_w) const;
+  double macs(int64_t grid_h, int64_t grid_w) const { return vision_macs(c_, grid_h, grid_w); }
 
  private:
   const io::DeepseekV41Config& c_;
