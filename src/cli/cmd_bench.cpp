@@ -7,6 +7,7 @@
 #include "bench/engine_benches.h"
 #include "bench/grammar_bench.h"
 #include "bench/roofline.h"
+#include "bench/vision_bench.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "parallel/data_parallel.h"
@@ -27,7 +28,7 @@ using server::PromptLine;
 namespace {
 
 const char* kBenchUsage =
-    "usage: gannet bench <roofline|decode|prefill|throughput|grammar> [flags]\n"
+    "usage: gannet bench <roofline|decode|prefill|throughput|grammar|vision> [flags]\n"
     "\n"
     "  roofline                     measure read bandwidth and arithmetic peaks; cached as JSON\n"
     "  decode --model DIR [--batch-sizes 1,2,4,8,16,32,64] [--input-len 128] [--output-len 32]\n"
@@ -43,6 +44,8 @@ const char* kBenchUsage =
     "             under mpirun -np N (one engine per rank, rank 0 reports the job): [--dp N]\n"
     "             [--expert-parallel on|off] [--ep-redundant-experts R --eplb-interval K [--eplb-window W]]\n"
     "             [--mpi-timeout SECONDS]   (README: Several processes)\n"
+    "  vision --model DIR [--image-size 544x544] [--repeats 3]\n"
+    "             time to encode one image with a vision checkpoint's ViT and aligner, against its FLOPs\n"
     "  grammar --suite FILE.jsonl [--tokenizer tokenizer.json] [--vocab-size N] [--write-tokens FILE]\n"
     "             JSON Schema compile and per-token mask times on a schema suite (default tokenizer:\n"
     "             assets/tokenizers/deepseek-v3, vocabulary 129280); --write-tokens saves the token\n"
@@ -104,7 +107,7 @@ int cmd_bench(const Args& args) {
            "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
            "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens", "max-num-seqs",
            "shared-prefix-len", "turns", "prefix-cache-dir", "expert-parallel", "ep-redundant-experts", "eplb-interval",
-           "eplb-window", "dp", "mpi-timeout"},
+           "eplb-window", "dp", "mpi-timeout", "image-size"},
           {"remeasure", "help", "force-accept", "no-prefix-caching", "enable-prefix-caching", "no-precompute"});
   if (f.has("force-accept") && which != "decode") throw UsageError("--force-accept applies to bench decode only");
   for (const char* flag : {"max-num-seqs", "shared-prefix-len", "turns", "no-prefix-caching", "enable-prefix-caching",
@@ -119,6 +122,7 @@ int cmd_bench(const Args& args) {
     return 0;
   }
   if (f.has("no-precompute") && which != "grammar") throw UsageError("--no-precompute applies to bench grammar only");
+  if (f.has("image-size") && which != "vision") throw UsageError("--image-size applies to bench vision only");
   if (which == "grammar") {
     bench::GrammarBenchOptions o;
     o.suite = f.require("suite");
@@ -225,6 +229,26 @@ int cmd_bench(const Args& args) {
     if (auto v = f.get("prompts")) o.prompts = *v;
     o.force_accept = f.has("force-accept");
     emit(bench::run_decode_bench(o, roofline()), f);
+    return 0;
+  }
+  if (which == "vision") {
+    bench::VisionBenchOptions o;
+    o.model = f.require("model");
+    o.threads = threads;
+    o.repeats = int(f.get_int_in("repeats", o.repeats, 1, 1000));
+    if (auto v = f.get("image-size")) {
+      char x = 0;
+      std::istringstream in(*v);
+      if (!(in >> o.image_w >> x >> o.image_h) || x != 'x' || o.image_w <= 0 || o.image_h <= 0 || !in.eof())
+        throw UsageError("--image-size must be WIDTHxHEIGHT in pixels, e.g. 544x544");
+    }
+    const bench::Report rep = bench::run_vision_bench(o, roofline());
+    emit(rep, f);
+    std::printf("image %dx%d: %lldx%lld patches, %lld tokens, %.1f GFLOP; median %.3f s (%.1f GFLOP/s; f32 FMA peak %.1f)\n",
+                o.image_w, o.image_h, (long long)rep.meta["patch_grid"][0].get<int64_t>(),
+                (long long)rep.meta["patch_grid"][1].get<int64_t>(), (long long)rep.meta["tokens_per_image"].get<int64_t>(),
+                rep.meta["flops_per_image"].get<double>() / 1e9, rep.meta["median_s"].get<double>(),
+                rep.meta["median_gflop_per_s"].get<double>(), rep.meta["roofline"]["f32_fma_gflop_per_s"].get<double>());
     return 0;
   }
   if (which == "prefill") {
