@@ -198,3 +198,25 @@ def test_grammar_bench_with_and_without_precompute(bench_env, tmp_path, gannet):
         assert "over 100 us" in p.stdout
     p = gannet(["bench", "decode", "--model", "/nonexistent", "--no-precompute"], check=False)
     assert p.returncode == 2 and "--no-precompute applies to bench grammar only" in p.stderr
+
+
+def test_vision_bench(bench_env, gannet):
+    """bench vision on the vision golden's tower: the image's grid, tokens and FLOPs from the
+    config (2 x the multiply-adds of the ViT, its attention and the aligner), one row per
+    repeat; --image-size is refused by name elsewhere, and a model without a tower is refused."""
+    from conftest import ROOT
+    d, _ = bench_env
+    model = ROOT / "tests" / "golden" / "deepseek-v41-vision-tiny"
+    out = d / "vision.json"
+    run_bench(bench_env, ["vision", "--model", str(model), "--image-size", "154x112", "--repeats", "2", "--json", str(out)])
+    j = json.loads(out.read_text())
+    check_meta(j, "vision")
+    assert j["patch_grid"] == [8, 11] and j["tokens_per_image"] == 17
+    C, I, N, L, D, r2 = 64, 176, 88, 2, 256, 9
+    macs = N * 588 * C + L * (N * (4 * C * C + 3 * C * I) + 2 * N * N * C) + 12 * (r2 * C * D + D * D)
+    assert j["flops_per_image"] == 2 * macs
+    assert len(j["rows"]) == 2 and all(r["seconds"] > 0 for r in j["rows"])
+    p = gannet(["bench", "decode", "--model", str(model), "--image-size", "10x10"], check=False)
+    assert p.returncode == 2 and "--image-size applies to bench vision only" in p.stderr
+    p = gannet(["bench", "vision", "--model", str(ROOT / "tests" / "golden" / "deepseek-v41-tiny")], check=False)
+    assert p.returncode != 0 and "no vision tower" in p.stderr
