@@ -95,6 +95,11 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
       if (!args_.quiet) bar.update(d, t);
     });
   }
+  // DSpark without --num-speculative-tokens drafts the default 4, or the drafter's whole
+  // block when that is smaller (it proposes no more per step).
+  if (args_.speculative == "dspark" && args_.num_speculative_tokens == 0 && cfg.deepseek_v41 &&
+      cfg.deepseek_v41->dspark_block_size > 0 && cfg.deepseek_v41->dspark_block_size < args_.speculative_tokens())
+    args_.num_speculative_tokens = cfg.deepseek_v41->dspark_block_size;
   cfg.speculative_tokens = args_.speculative_tokens();  // ring room for rejected drafts (DeepSeek-V4.1)
   if (args_.speculative == "dspark" && !cfg.deepseek_v41)
     fail("--speculative dspark: ", cfg.architecture, " has no DSpark drafter (only DeepSeek-V4.1 checkpoints carry one; "

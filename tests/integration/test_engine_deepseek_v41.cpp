@@ -402,10 +402,16 @@ TEST(EngineDeepseekV41, SpeculativeDsparkEqualsPlain) {
     engine::Engine er(r);
     expect_same(ref_replay, run_batch(er, cases, subset), "dspark, bounded replay" + mode);
   }
-  // More drafts than the drafter's block are refused.
+  // More drafts than the drafter's block are refused; without --num-speculative-tokens the
+  // drafter's block (3 here, below the default 4) is used.
   EngineArgs bad = spec_args(false);
   bad.num_speculative_tokens = 4;
   EXPECT_THROW({ engine::Engine e(bad); }, gannet::Error);
+  EngineArgs dflt = spec_args(false);
+  dflt.num_speculative_tokens = 0;
+  engine::Engine ed(dflt);
+  EXPECT_EQ(ed.args().speculative_tokens(), 3);
+  expect_same(ref, run_batch(ed, cases, subset), "dspark, default depth");
 }
 
 }  // namespace
