@@ -16,6 +16,7 @@
 #include "io/deepseek_v41_config.h"
 #include "model/deepseek_v41/model.h"
 #include "model/deepseek_v41/vision.h"
+#include "model/deepseek_v4/tensor_plan.h"
 #include "vision/image_processor.h"
 #include "vision/preprocessor_config.h"
 #include "model/model.h"
@@ -37,6 +38,7 @@ const char* kInfoUsage =
     "weight bytes by dtype, bytes read per decode token (active experts only), KV-cache bytes\n"
     "per token in its compact forms and the fixed state bytes per sequence; --memory SIZE\n"
     "(e.g. 256GiB) adds how many tokens and full-context sequences fit beside the weights.\n"
+    "DeepSeek-V4-Flash likewise needs only config.json (parameters, bytes, read per token, KV).\n"
     "With a vision tower (vision_config): its parameters and bytes, and for --image-size WxH\n"
     "(default 544x544) the image's patch grid, its tokens in the prompt and the FLOPs to encode it.\n";
 
@@ -170,6 +172,61 @@ int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const 
                 format_bytes(*memory).c_str(), (long long)fit_tokens, (long long)fit_seqs);
   return 0;
 }
+// DeepSeek-V4-Flash from its config alone.
+int info_deepseek_v4(const std::string& dir, const io::ModelConfig& cfg, const Flags& f) {
+  const io::DeepseekV4Config& c = *cfg.deepseek_v4;
+  bool has_weights = false;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    has_weights |= e.path().extension() == ".safetensors";
+  if (has_weights) {
+    io::Checkpoint ckpt(dir);
+    (void)model::create_model(cfg, ckpt);  // validates names, dtypes and shapes
+  }
+  const model::deepseek_v4::SizeSummary sz = model::deepseek_v4::size_summary(c);
+  const model::deepseek_v4::CacheLayout lay = model::deepseek_v4::make_cache_layout(c);
+  const double kv_per_token = lay.spec.bytes_per_token();
+  const int64_t state = lay.spec.state_bytes_per_seq;
+  if (f.has("memory")) throw UsageError("--memory is supported for DeepSeek-V4.1 configs");
+  if (f.has("json")) {
+    nlohmann::ordered_json j;
+    j["model"] = dir;
+    j["architecture"] = cfg.architecture;
+    j["weights_present"] = has_weights;
+    j["num_parameters"] = sz.params;
+    j["weight_bytes"] = sz.weight_bytes;
+    j["bytes_by_dtype"] = sz.bytes_by_dtype;
+    j["read_bytes_per_token"] = sz.read_bytes_per_token;
+    j["kv_bytes_per_token"] = kv_per_token;
+    j["state_bytes_per_seq"] = state;
+    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+    for (const auto& g : lay.spec.groups)
+      groups.push_back({{"name", g.name}, {"layers", g.layers}, {"bytes_per_entry", g.bytes_per_entry},
+                        {"tokens_per_entry", g.tokens_per_entry}});
+    j["kv_groups"] = groups;
+    j["max_position_embeddings"] = c.max_position_embeddings;
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("model:              %s%s\n", dir.c_str(), has_weights ? "" : " (config.json only)");
+  std::printf("architecture:       %s\n", cfg.architecture.c_str());
+  std::printf("parameters:         %lld (%.1f B; MTP layers not counted)\n", (long long)sz.params, double(sz.params) / 1e9);
+  std::printf("layers:             %lld, hidden %lld, heads %lld (dim %lld), experts %lld (top %lld, inter %lld, "
+              "%lld hash-routed layers), vocab %lld\n",
+              (long long)c.num_hidden_layers, (long long)c.hidden_size, (long long)c.num_attention_heads,
+              (long long)c.head_dim, (long long)c.n_routed_experts, (long long)c.num_experts_per_tok,
+              (long long)c.moe_intermediate_size, (long long)c.num_hash_layers, (long long)c.vocab_size);
+  std::printf("weights:            %s\n", format_bytes(sz.weight_bytes).c_str());
+  for (auto& [dt, b] : sz.bytes_by_dtype) std::printf("  %-8s          %s\n", dt.c_str(), format_bytes(b).c_str());
+  std::printf("read per token:     %s (active experts only)\n", format_bytes(sz.read_bytes_per_token).c_str());
+  std::printf("kv cache per token: %.1f bytes\n", kv_per_token);
+  for (const auto& g : lay.spec.groups)
+    std::printf("  %s: %lld layers x %lld bytes per %lld tokens\n", g.name.c_str(), (long long)g.layers,
+                (long long)g.bytes_per_entry, (long long)g.tokens_per_entry);
+  std::printf("state per sequence: %s (window rings, compressor and indexer rings)\n", format_bytes(uint64_t(state)).c_str());
+  std::printf("context length:     %lld\n", (long long)c.max_position_embeddings);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_info(const Args& args) {
@@ -188,6 +245,10 @@ int cmd_info(const Args& args) {
     }
   }
   if (cfg.deepseek_v41) return info_deepseek_v41(dir, cfg, f);
+  if (cfg.deepseek_v4) {
+    if (f.has("image-size")) throw UsageError("--image-size: " + dir + " has no vision tower (vision_config)");
+    return info_deepseek_v4(dir, cfg, f);
+  }
   if (f.has("memory")) throw UsageError("--memory is supported for DeepSeek-V4.1 configs");
   if (f.has("image-size")) throw UsageError("--image-size: " + dir + " has no vision tower (vision_config)");
   io::Checkpoint ckpt(dir);

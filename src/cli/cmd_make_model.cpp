@@ -4,6 +4,7 @@
 #include "cli/flags.h"
 #include "core/progress_bar.h"
 #include "model/deepseek_v41/random_checkpoint.h"
+#include "model/deepseek_v4/tensor_plan.h"
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
 
@@ -11,7 +12,7 @@ namespace gannet::cli {
 
 namespace {
 const char* kMakeModelUsage =
-    "usage: gannet make-model --arch llama|qwen2|qwen3|deepseek_v41 --preset tiny|small|1b --out DIR\n"
+    "usage: gannet make-model --arch llama|qwen2|qwen3|deepseek_v4|deepseek_v41 --preset tiny|small|1b --out DIR\n"
     "                         [--seed N] [--dtype f32|bf16|f16|fp8|int8] [--shard-size BYTES]\n"
     "                         [--config-overrides JSON]\n"
     "\n"
@@ -29,7 +30,9 @@ const char* kMakeModelUsage =
     "config, small = ~1.3 B parameters for benchmarks), without a tokenizer: prompts are token\n"
     "ids. --config-overrides then applies to text_config; --dtype and --shard-size do not apply.\n"
     "--router-skew S (deepseek_v41) raises the routers' selection bias of expert e by S * (E-1-e)/(E-1):\n"
-    "a skewed workload for expert load balancing (EPLB).\n";
+    "a skewed workload for expert load balancing (EPLB).\n"
+    "--arch deepseek_v4 --preset tiny|small writes DeepSeek-V4-Flash the same way (FP8 linears with\n"
+    "E8M0 128x128 scales, MXFP4 experts, I64 hash-routing tables; no mtp.* drafter).\n";
 }  // namespace
 
 int cmd_make_model(const Args& args) {
@@ -40,6 +43,23 @@ int cmd_make_model(const Args& args) {
   }
   model::RandomCheckpointOptions opt;
   opt.arch = f.require("arch");
+  if (opt.arch == "deepseek_v4") {
+    for (const char* flag : {"dtype", "shard-size", "router-skew"})
+      if (f.has(flag)) throw UsageError(std::string("--") + flag + " does not apply to deepseek_v4 (its formats are the released ones)");
+    const std::string preset = f.get_or("preset", "tiny");
+    if (preset != "tiny" && preset != "small")
+      throw UsageError("--preset must be tiny or small for deepseek_v4, got '" + preset + "'");
+    const int64_t seed = f.get_int("seed", 0);
+    if (seed < 0) throw UsageError("--seed must be >= 0");
+    const std::string out = f.require("out");
+    ProgressBar bar("writing " + out, /*unit_bytes=*/true);
+    model::deepseek_v4::write_random_deepseek_v4(preset, uint64_t(seed), f.get_or("config-overrides", ""), out,
+                                                 [&](uint64_t done, uint64_t total) { bar.update(done, total); });
+    bar.finish();
+    std::fprintf(stderr, "wrote %s (DeepseekV4ForCausalLM, preset %s, seed %lld)\n", out.c_str(), preset.c_str(),
+                 (long long)seed);
+    return 0;
+  }
   if (opt.arch == "deepseek_v41") {
     if (f.has("dtype")) throw UsageError("--dtype does not apply to deepseek_v41 (its formats are the released ones)");
     if (f.has("shard-size")) throw UsageError("--shard-size does not apply to deepseek_v41");

@@ -1,4 +1,5 @@
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/tensor_plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -209,37 +210,14 @@ DeepseekV4::DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ck) {
   rope_compress_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.compress_rope_theta, c_.max_position_embeddings,
                                       rope_scaling_params(c_.compress_scaling));
   // The cache: entries per compression ratio (f32; ratio-4 entries carry the index key),
-  // rings in the state slot.
-  int64_t off = 0;
-  std::vector<int64_t> ratios;
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    const Layer& ly = layers_[l];
-    win_off_.push_back(off);
-    off += (c_.sliding_window + spec_tokens_) * D * 4;
-    ring_off_.push_back(-1);
-    iring_off_.push_back(-1);
-    comp_index_.push_back(-1);
-    if (ly.ratio == 0) continue;
-    const int64_t w2 = ly.comp.overlap ? 2 * D : D, slots = ring_slots(ly.comp.overlap, ly.ratio);
-    ring_off_.back() = off;
-    off += 2 * slots * w2 * 4;
-    if (ly.ratio == 4) {
-      iring_off_.back() = off;
-      off += 2 * ring_slots(true, 4) * 2 * idh * 4;
-    }
-    int64_t g = -1;
-    for (size_t i = 0; i < ratios.size(); ++i)
-      if (ratios[i] == ly.ratio) g = int64_t(i);
-    if (g < 0) {
-      g = int64_t(ratios.size());
-      ratios.push_back(ly.ratio);
-      spec_.groups.push_back({"compressed kv (ratio " + std::to_string(ly.ratio) + ")", 0,
-                              (D + (ly.ratio == 4 ? idh : 0)) * 4, ly.ratio, kernels::CacheFormat::kF32});
-    }
-    comp_index_.back() = int64_t(arena_.size());
-    arena_.push_back({g, spec_.groups[size_t(g)].layers++});
-  }
-  spec_.state_bytes_per_seq = (off + 63) / 64 * 64;
+  // rings in the state slot (tensor_plan.h: the same layout from the config alone).
+  CacheLayout lay = make_cache_layout(c_, spec_tokens_);
+  spec_ = std::move(lay.spec);
+  win_off_ = std::move(lay.win_off);
+  ring_off_ = std::move(lay.ring_off);
+  iring_off_ = std::move(lay.iring_off);
+  comp_index_ = std::move(lay.comp_index);
+  arena_ = std::move(lay.arena);
 }
 
 SeqState DeepseekV4::new_state(int64_t capacity) const {

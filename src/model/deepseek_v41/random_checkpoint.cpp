@@ -102,47 +102,11 @@ struct Tensor {
 
 }  // namespace
 
-void write_random_deepseek_v41(const std::string& preset, uint64_t seed, const std::string& config_overrides,
-                               const std::string& out_dir, const std::function<void(uint64_t, uint64_t)>& progress,
-                               float router_skew) {
-  ordered_json t = text_config(preset);
-  ordered_json top;  // vision_config / image_token_id: keys of the composite config
-  if (!config_overrides.empty()) {
-    ordered_json o;
-    try {
-      o = ordered_json::parse(config_overrides);
-    } catch (const std::exception& e) {
-      fail("config overrides: not valid JSON: ", e.what());
-    }
-    if (!o.is_object()) fail("config overrides: expected a JSON object");
-    for (auto it = o.begin(); it != o.end(); ++it) {
-      if (it.key() == "vision_config" || it.key() == "image_token_id") top[it.key()] = it.value();
-      else if (it.value().is_null()) t.erase(it.key());
-      else t[it.key()] = it.value();
-    }
-  }
-  fill_engram_rows(t);
-  ordered_json cfg;
-  cfg["architectures"] = {"DeepseekV41ForCausalLM"};
-  cfg["model_type"] = "deepseek_v41";
-  cfg["quantization_config"] = {{"quant_method", "fp8"},          {"fmt", "e4m3"},
-                                {"activation_scheme", "dynamic"}, {"weight_block_size", {32, 32}},
-                                {"scale_fmt", "ue8m0"},           {"expert_dtype", "fp4"}};
-  cfg["text_config"] = t;
-  for (auto it = top.begin(); it != top.end(); ++it) cfg[it.key()] = it.value();  // a vision tower (random too)
-  cfg["bos_token_id"] = 0;
-  cfg["eos_token_id"] = 1;
-  cfg["torch_dtype"] = "bfloat16";
-  const std::string cfg_text = cfg.dump(2) + "\n";
-  const io::DeepseekV41Config c = io::parse_deepseek_v41_config(nlohmann::json::parse(cfg_text), "config.json");
-  if (fs::exists(out_dir) && !(fs::is_directory(out_dir) && fs::is_empty(out_dir)))
-    fail(out_dir, ": already exists and is not an empty directory");
-  fs::create_directories(out_dir);
-
-  const std::vector<TensorPlan> plan = tensor_plan(c);
+void write_random_tensors(const std::vector<TensorPlan>& plan, int64_t fp8_block, uint64_t seed, const std::string& path,
+                          const std::function<void(uint64_t, uint64_t)>& progress, float router_skew) {
   uint64_t total = 0;
   for (const TensorPlan& p : plan) total += p.bytes;
-  const int64_t d = c.hidden_size, B = c.weight_block;
+  const int64_t B = fp8_block;
   std::map<std::string, Tensor> made;  // quantized weight + scale pairs, made together
   uint64_t done = 0;
   io::SafetensorsWriter w;
@@ -168,7 +132,25 @@ void write_random_deepseek_v41(const std::string& preset, uint64_t seed, const s
     const uint64_t key = random_tensor_key(seed, name);
     int64_t numel = 1;
     for (int64_t v : p.shape) numel *= v;
-    if (p.dtype == DType::F8_E4M3 || (p.dtype == DType::I8 && p.routed_expert)) {
+    if (p.int_range > 0) {
+      // An integer table (hash routing's token -> experts): each row p.shape[1] distinct
+      // values below int_range, drawn by a partial shuffle seeded by the row.
+      const int64_t rows = p.shape[0], cols = p.shape[1];
+      std::vector<int64_t> pool(static_cast<size_t>(p.int_range));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t e = 0; e < p.int_range; ++e) pool[size_t(e)] = e;
+        for (int64_t j = 0; j < cols; ++j) {
+          uint64_t z = key + 0x9E3779B97F4A7C15ull * uint64_t(r * cols + j + 1);  // splitmix64
+          z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+          z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+          z ^= z >> 31;
+          const int64_t pick = j + int64_t(z % uint64_t(p.int_range - j));
+          std::swap(pool[size_t(j)], pool[size_t(pick)]);
+          const int64_t v = pool[size_t(j)];
+          std::memcpy(out.bytes.data() + size_t(r * cols + j) * dtype_size(p.dtype), &v, dtype_size(p.dtype));
+        }
+      }
+    } else if (p.dtype == DType::F8_E4M3 || (p.dtype == DType::I8 && p.routed_expert)) {
       // A quantized weight: sample the float tensor (std 1/sqrt(fan_in); Engram rows 1),
       // quantize, and keep its scale tensor (the next plan entry) for later.
       const bool fp4 = p.dtype == DType::I8;
@@ -239,8 +221,48 @@ void write_random_deepseek_v41(const std::string& preset, uint64_t seed, const s
       if (progress) progress(done, total);
     });
   }
-  (void)d;
-  w.write((fs::path(out_dir) / "model.safetensors").string());
+  w.write(path);
+}
+
+void write_random_deepseek_v41(const std::string& preset, uint64_t seed, const std::string& config_overrides,
+                               const std::string& out_dir, const std::function<void(uint64_t, uint64_t)>& progress,
+                               float router_skew) {
+  ordered_json t = text_config(preset);
+  ordered_json top;  // vision_config / image_token_id: keys of the composite config
+  if (!config_overrides.empty()) {
+    ordered_json o;
+    try {
+      o = ordered_json::parse(config_overrides);
+    } catch (const std::exception& e) {
+      fail("config overrides: not valid JSON: ", e.what());
+    }
+    if (!o.is_object()) fail("config overrides: expected a JSON object");
+    for (auto it = o.begin(); it != o.end(); ++it) {
+      if (it.key() == "vision_config" || it.key() == "image_token_id") top[it.key()] = it.value();
+      else if (it.value().is_null()) t.erase(it.key());
+      else t[it.key()] = it.value();
+    }
+  }
+  fill_engram_rows(t);
+  ordered_json cfg;
+  cfg["architectures"] = {"DeepseekV41ForCausalLM"};
+  cfg["model_type"] = "deepseek_v41";
+  cfg["quantization_config"] = {{"quant_method", "fp8"},          {"fmt", "e4m3"},
+                                {"activation_scheme", "dynamic"}, {"weight_block_size", {32, 32}},
+                                {"scale_fmt", "ue8m0"},           {"expert_dtype", "fp4"}};
+  cfg["text_config"] = t;
+  for (auto it = top.begin(); it != top.end(); ++it) cfg[it.key()] = it.value();  // a vision tower (random too)
+  cfg["bos_token_id"] = 0;
+  cfg["eos_token_id"] = 1;
+  cfg["torch_dtype"] = "bfloat16";
+  const std::string cfg_text = cfg.dump(2) + "\n";
+  const io::DeepseekV41Config c = io::parse_deepseek_v41_config(nlohmann::json::parse(cfg_text), "config.json");
+  if (fs::exists(out_dir) && !(fs::is_directory(out_dir) && fs::is_empty(out_dir)))
+    fail(out_dir, ": already exists and is not an empty directory");
+  fs::create_directories(out_dir);
+
+  write_random_tensors(tensor_plan(c), c.weight_block, seed, (fs::path(out_dir) / "model.safetensors").string(),
+                       progress, router_skew);
   std::ofstream(fs::path(out_dir) / "config.json") << cfg_text;
 }
 

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
+
+#include "model/deepseek_v41/weights.h"
 
 namespace gannet::model::deepseek_v41 {
 
@@ -16,5 +19,12 @@ void write_random_deepseek_v41(const std::string& preset, uint64_t seed, const s
                                const std::string& out_dir,
                                const std::function<void(uint64_t, uint64_t)>& progress = nullptr,
                                float router_skew = 0.0f);
+
+// Writes every tensor of `plan` with random values, seeded by its name, to one safetensors
+// file: FP8 E4M3 weights with E8M0 scales on fp8_block x fp8_block tiles (or per 32 for
+// Engram tables), MXFP4 routed experts, plain BF16 / F32 tensors, and integer tables of
+// distinct values per row (TensorPlan::int_range). Shared by DeepSeek-V4 and V4.1.
+void write_random_tensors(const std::vector<TensorPlan>& plan, int64_t fp8_block, uint64_t seed, const std::string& path,
+                          const std::function<void(uint64_t, uint64_t)>& progress = nullptr, float router_skew = 0.0f);
 
 }  // namespace gannet::model::deepseek_v41

@@ -85,6 +85,7 @@ struct TensorPlan {
   uint64_t bytes = 0;
   bool routed_expert = false, engram_table = false, dspark = false;
   bool vision = false;  // the vision tower, aligner and image delimiters (vision_config)
+  int64_t int_range = 0;  // integer tables (I64 / I32): each row's values distinct, below this
 };
 std::vector<TensorPlan> tensor_plan(const io::DeepseekV41Config& cfg);
 
