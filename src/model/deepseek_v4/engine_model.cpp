@@ -1,10 +1,13 @@
 // DeepseekV4ForCausalLM behind the engine's Model interface: each sequence runs over its
-// state slot and its pages of compressed entries (model.h), one sequence at a time.
+// state slot and its pages of compressed entries (model.h); all of a step's sequences in
+// one forward.
 #include <map>
 #include <memory>
 
 #include "core/error.h"
+#include "core/dtype.h"
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/tensor_plan.h"
 #include "model/model.h"
 
 namespace gannet::model {
@@ -16,7 +19,7 @@ using deepseek_v4::DeepseekV4;
 class DeepseekV4Model final : public Model {
  public:
   DeepseekV4Model(const io::ModelConfig& cfg, const io::Checkpoint& ckpt)
-      : cfg_(cfg), m_(cfg, ckpt), bytes_(ckpt.total_bytes()) {}
+      : cfg_(cfg), m_(cfg, ckpt) {}
   const io::ModelConfig& config() const override { return cfg_; }
   CacheSpec cache_spec() const override { return m_.cache_spec(); }
   void reserve(int64_t max_tokens, int64_t max_logits) override {
@@ -33,6 +36,10 @@ class DeepseekV4Model final : public Model {
       const auto [g, l] = m_.arena_of(i);
       arenas_[size_t(i)] = &cache.groups[size_t(g)][size_t(l)];
     }
+    // Each sequence's tokens are consecutive in the batch, at consecutive positions; one
+    // forward for all of them.
+    mems_.clear();
+    chunks_.clear();
     for (int64_t at = 0; at < n;) {
       const int32_t s = b.token_seq[at];
       int64_t end = at + 1;
@@ -41,26 +48,47 @@ class DeepseekV4Model final : public Model {
         GANNET_CHECK(b.positions[i] == b.positions[i - 1] + 1, "positions of a sequence must be consecutive");
       const kernels::AttentionSeq& seq = b.seqs[s];
       GANNET_CHECK(seq.state_slot >= 0 && seq.state_slot < cache.num_state_slots, "sequence without a state slot");
-      const deepseek_v4::SeqMem mem{cache.state_slot(seq.state_slot), seq.block_table, arenas_.data()};
-      m_.forward_mem(mem, b.token_ids + at, end - at, b.positions[at], hidden_.data() + at * d, pool);
+      mems_.push_back({cache.state_slot(seq.state_slot), seq.block_table, arenas_.data()});
+      DeepseekV4::Chunk c;
+      c.pos0 = b.positions[at];
+      c.n = end - at;
+      c.row0 = at;
+      chunks_.push_back(c);
       at = end;
     }
+    for (size_t i = 0; i < chunks_.size(); ++i) chunks_[i].m = &mems_[i];
+    m_.forward_batch(chunks_, b.token_ids, n, hidden_.data(), pool);
     for (int64_t r = 0; r < b.n_logits; ++r)
       std::copy_n(hidden_.data() + int64_t(b.logit_rows[r]) * d, d, rows_.data() + r * d);
     if (b.n_logits) m_.logits(rows_.data(), b.n_logits, logits, pool);
   }
-  // All of the checkpoint (an upper bound: a decode step reads only its tokens' experts;
-  // the active-expert figure is not computed for V4 yet).
-  std::map<std::string, uint64_t> weight_bytes_by_format() const override { return {{"checkpoint", bytes_}}; }
-  uint64_t weight_bytes() const override { return bytes_; }
-  uint64_t output_weight_bytes() const override { return 0; }
+  // Bytes one decode token reads (tensor_plan.h): everything but the routed experts, plus
+  // num_experts_per_tok of them per layer and one embedding and routing-table row; by the
+  // stored dtype.
+  std::map<std::string, uint64_t> weight_bytes_by_format() const override {
+    std::map<std::string, uint64_t> m;
+    const auto& c = m_.config();
+    const double share = double(c.num_experts_per_tok) / double(c.n_routed_experts);
+    for (const auto& t : deepseek_v4::tensor_plan(c)) {
+      double read = double(t.bytes);
+      if (t.routed_expert) read *= share;
+      else if (t.name == "embed.weight" || t.int_range > 0) read /= double(c.vocab_size);
+      m[std::string(dtype_name(t.dtype))] += uint64_t(read);
+    }
+    return m;
+  }
+  uint64_t weight_bytes() const override { return deepseek_v4::size_summary(m_.config()).read_bytes_per_token; }
+  uint64_t output_weight_bytes() const override {
+    return uint64_t(m_.config().vocab_size) * uint64_t(m_.config().hidden_size) * 2;  // head.weight, BF16
+  }
 
  private:
   io::ModelConfig cfg_;
   DeepseekV4 m_;
-  uint64_t bytes_ = 0;
   std::vector<float> hidden_, rows_;
   std::vector<const kernels::CacheArena*> arenas_;
+  std::vector<deepseek_v4::SeqMem> mems_;
+  std::vector<DeepseekV4::Chunk> chunks_;
 };
 
 }  // namespace

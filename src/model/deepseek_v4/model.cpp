@@ -239,19 +239,16 @@ SeqState DeepseekV4::new_state(int64_t capacity) const {
   return st;
 }
 
-std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const float* a, int64_t n, int64_t pos0,
-                                        float* ring_kv, float* ring_gate, int64_t* first, ThreadPool* pool) const {
+std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const float* kv, float* gate, int64_t n,
+                                        int64_t pos0, float* ring_kv, float* ring_gate, int64_t* first) const {
   const int64_t W = cp.width, w2 = cp.overlap ? 2 * W : W, slots = ring_slots(cp.overlap, m);
-  std::vector<float> kv(size_t(n * w2)), gate(size_t(n * w2));
-  kernels::matmul_packed(a, n, cp.wkv, kv.data(), pool);
-  kernels::matmul_packed(a, n, cp.wgate, gate.data(), pool);
   std::vector<float> pooled, slot_gate(static_cast<size_t>(2 * m)), slot_kv(static_cast<size_t>(2 * m));
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = pos0 + i, slot = p % slots;
     for (int64_t c = 0; c < w2; ++c) gate[size_t(i * w2 + c)] += cp.ape[size_t((p % m) * w2 + c)];
-    std::memcpy(ring_kv + slot * w2, kv.data() + i * w2, size_t(w2) * 4);
-    std::memcpy(ring_gate + slot * w2, gate.data() + i * w2, size_t(w2) * 4);
+    std::memcpy(ring_kv + slot * w2, kv + i * w2, size_t(w2) * 4);
+    std::memcpy(ring_gate + slot * w2, gate + i * w2, size_t(w2) * 4);
     if ((p + 1) % m) continue;
     const int64_t g = p / m;  // the group [g m, g m + m) closes
     pooled.resize(pooled.size() + size_t(W));
@@ -294,130 +291,151 @@ std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const f
   return out;
 }
 
-void DeepseekV4::attention(int64_t l, const SeqMem& m, int64_t pos0, const float* a, int64_t n, float* out,
-                           ThreadPool* pool) const {
+void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const int32_t* pos, const float* a,
+                           int64_t N, float* out, ThreadPool* pool) const {
   const Layer& ly = layers_[size_t(l)];
   const int64_t D = c_.head_dim, H = c_.num_attention_heads, R = c_.qk_rope_head_dim, W = c_.sliding_window;
   const int64_t RW = W + spec_tokens_;  // window ring slots
   const int64_t ratio = ly.ratio;
-  float* window = reinterpret_cast<float*>(m.state + win_off_[size_t(l)]);
   const float eps = float(c_.rms_norm_eps);
   const kernels::RopeTable& rope = ratio ? rope_compress_ : rope_main_;
-  std::vector<int32_t> pos(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(pos0 + i);
-  std::vector<float> qa(size_t(n * c_.q_lora_rank)), qr(qa.size()), q(size_t(n * H * D));
-  kernels::matmul_packed(a, n, ly.wq_a, qa.data(), pool);
-  kernels::rmsnorm(qa.data(), ly.q_norm.data(), qr.data(), n, c_.q_lora_rank, eps);
-  kernels::matmul_packed(qr.data(), n, ly.wq_b, q.data(), pool);
-  kernels::rmsnorm(q.data(), nullptr, q.data(), n * H, D, eps);  // per head, unweighted
-  kernels::apply_rope(q.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R));
-  std::vector<float> kv0(size_t(n * D)), kv(size_t(n * D));
-  kernels::matmul_packed(a, n, ly.wkv, kv0.data(), pool);
-  kernels::rmsnorm(kv0.data(), ly.kv_norm.data(), kv.data(), n, D, eps);
-  kernels::apply_rope(kv.data(), n, 1, int(D), pos.data(), rope, true, int(D - R));
+  // Every per-token product over the rows of all chunks at once (a row's bits never depend
+  // on the others), then each sequence's compression, selection and attention on its rows.
+  std::vector<float> qa(size_t(N * c_.q_lora_rank)), qr(qa.size()), q(size_t(N * H * D));
+  kernels::matmul_packed(a, N, ly.wq_a, qa.data(), pool);
+  kernels::rmsnorm(qa.data(), ly.q_norm.data(), qr.data(), N, c_.q_lora_rank, eps);
+  kernels::matmul_packed(qr.data(), N, ly.wq_b, q.data(), pool);
+  kernels::rmsnorm(q.data(), nullptr, q.data(), N * H, D, eps);  // per head, unweighted
+  kernels::apply_rope(q.data(), N, int(H), int(D), pos, rope, true, int(D - R));
+  std::vector<float> kv0(size_t(N * D)), kv(size_t(N * D));
+  kernels::matmul_packed(a, N, ly.wkv, kv0.data(), pool);
+  kernels::rmsnorm(kv0.data(), ly.kv_norm.data(), kv.data(), N, D, eps);
+  kernels::apply_rope(kv.data(), N, 1, int(D), pos, rope, true, int(D - R));
   const bool fq_nope = fake_quant_ && (D - R) % 64 == 0;
   if (fq_nope)
-    for (int64_t i = 0; i < n; ++i) kernels::fake_quant_fp8(kv.data() + i * D, D - R, 64, true);
-
-  // Compressed entries of this layer; the indexer's keys and each query's selection.
-  std::vector<std::vector<int32_t>> sel(static_cast<size_t>(n));
+    for (int64_t i = 0; i < N; ++i) kernels::fake_quant_fp8(kv.data() + i * D, D - R, 64, true);
+  const int64_t idh = c_.index_head_dim, nih = c_.index_n_heads;
+  const int64_t w2 = ratio > 0 ? (ly.comp.overlap ? 2 * D : D) : 0;
+  std::vector<float> ckv, cgate, ikv, igate, iq, iw;
+  const bool fq_idx = fake_quant_ && idh % 32 == 0 && (idh & (idh - 1)) == 0;
   if (ratio > 0) {
-    int64_t first = 0;
-    float* ring = reinterpret_cast<float*>(m.state + ring_off_[size_t(l)]);
-    const int64_t ring_half = ring_slots(ly.comp.overlap, ratio) * (ly.comp.overlap ? 2 * D : D);
-    std::vector<float> e = compress(ly.comp, ratio, a, n, pos0, ring, ring + ring_half, &first, pool);
-    const int64_t ng = int64_t(e.size()) / D;
-    if (fq_nope)
-      for (int64_t g = 0; g < ng; ++g) kernels::fake_quant_fp8(e.data() + g * D, D - R, 64, true);
-    for (int64_t g = 0; g < ng; ++g) std::memcpy(entry(m, l, first + g), e.data() + g * D, size_t(D) * 4);
-    const int64_t E = (pos0 + n) / ratio;
-    if (ratio == 4) {
-      const int64_t idh = c_.index_head_dim, nih = c_.index_n_heads;
-      float* iring = reinterpret_cast<float*>(m.state + iring_off_[size_t(l)]);
-      std::vector<float> k =
-          compress(ly.idx_comp, 4, a, n, pos0, iring, iring + ring_slots(true, 4) * 2 * idh, &first, pool);
-      const int64_t nk = int64_t(k.size()) / idh;
-      const bool fq_idx = fake_quant_ && idh % 32 == 0 && (idh & (idh - 1)) == 0;
-      for (int64_t g = 0; g < nk && fq_idx; ++g) {
-        hadamard(k.data() + g * idh, idh);
-        kernels::fake_quant_fp4(k.data() + g * idh, idh, 32);
-      }
-      for (int64_t g = 0; g < nk; ++g) std::memcpy(entry(m, l, first + g) + D, k.data() + g * idh, size_t(idh) * 4);
-      std::vector<float> keys(size_t(E * idh));
-      for (int64_t e2 = 0; e2 < E; ++e2) std::memcpy(keys.data() + e2 * idh, entry(m, l, e2) + D, size_t(idh) * 4);
-      std::vector<float> iq(size_t(n * nih * idh)), iw(size_t(n * nih));
-      kernels::matmul_packed(qr.data(), n, ly.idx_wq_b, iq.data(), pool);
-      kernels::apply_rope(iq.data(), n, int(nih), int(idh), pos.data(), rope_compress_, true, int(idh - R));
-      for (int64_t r = 0; r < n * nih && fq_idx; ++r) {
-        hadamard(iq.data() + r * idh, idh);
-        kernels::fake_quant_fp4(iq.data() + r * idh, idh, 32);
-      }
-      kernels::matmul_packed(a, n, ly.idx_weights, iw.data(), pool);
-      const float ss = 1.0f / std::sqrt(float(idh)), hs = 1.0f / std::sqrt(float(nih));
-      std::vector<float> sc(static_cast<size_t>(E));
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t visible = (pos0 + i + 1) / 4;
-        for (int64_t e2 = 0; e2 < E; ++e2) {
-          if (e2 >= visible) {
-            sc[size_t(e2)] = kNegInf;
-            continue;
-          }
-          float s = 0.0f;
-          for (int64_t h = 0; h < nih; ++h) {
-            const float* qh = iq.data() + (i * nih + h) * idh;
-            const float* ke = keys.data() + e2 * idh;
-            float dot = 0.0f;
-            for (int64_t c = 0; c < idh; ++c) dot += qh[c] * ke[c];
-            s += (std::max(dot, 0.0f) * ss) * (iw[size_t(i * nih + h)] * hs);
-          }
-          sc[size_t(e2)] = s;
-        }
-        for (int32_t e2 : deepseek_v41::top_k_lower_index(sc.data(), E, c_.index_topk))
-          if (sc[size_t(e2)] > kNegInf) sel[size_t(i)].push_back(e2);
-      }
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t e2 = 0; e2 < std::min<int64_t>(E, (pos0 + i + 1) / ratio); ++e2) sel[size_t(i)].push_back(int32_t(e2));
+    ckv.resize(size_t(N * w2));
+    cgate.resize(ckv.size());
+    kernels::matmul_packed(a, N, ly.comp.wkv, ckv.data(), pool);
+    kernels::matmul_packed(a, N, ly.comp.wgate, cgate.data(), pool);
+  }
+  if (ratio == 4) {
+    ikv.resize(size_t(N * 2 * idh));
+    igate.resize(ikv.size());
+    kernels::matmul_packed(a, N, ly.idx_comp.wkv, ikv.data(), pool);
+    kernels::matmul_packed(a, N, ly.idx_comp.wgate, igate.data(), pool);
+    iq.resize(size_t(N * nih * idh));
+    iw.resize(size_t(N * nih));
+    kernels::matmul_packed(qr.data(), N, ly.idx_wq_b, iq.data(), pool);
+    kernels::apply_rope(iq.data(), N, int(nih), int(idh), pos, rope_compress_, true, int(idh - R));
+    for (int64_t r = 0; r < N * nih && fq_idx; ++r) {
+      hadamard(iq.data() + r * idh, idh);
+      kernels::fake_quant_fp4(iq.data() + r * idh, idh, 32);
     }
+    kernels::matmul_packed(a, N, ly.idx_weights, iw.data(), pool);
   }
 
-  std::vector<float> o(size_t(n * H * D), 0.0f), kbuf, sbuf, sc;
+  std::vector<float> o(size_t(N * H * D), 0.0f), kbuf, sbuf, sc;
   const float scale = 1.0f / std::sqrt(float(D));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t p = pos0 + i;
-    int64_t nk = 0;
-    kbuf.clear();
-    for (int64_t kp = std::max<int64_t>(0, p - W + 1); kp <= p; ++kp, ++nk) {
-      const float* src = kp >= pos0 ? kv.data() + (kp - pos0) * D : window + (kp % RW) * D;
-      kbuf.insert(kbuf.end(), src, src + D);
-    }
-    for (int32_t e2 : sel[size_t(i)]) {
-      const float* en = entry(m, l, e2);
-      kbuf.insert(kbuf.end(), en, en + D);
-      ++nk;
-    }
-    sbuf.resize(size_t(H * nk));
-    kernels::matmul_f32(q.data() + i * H * D, H, D, kbuf.data(), nk, sbuf.data(), nullptr);
-    sc.resize(size_t(nk));
-    for (int64_t h = 0; h < H; ++h) {
-      float mx = ly.sink[size_t(h)];
-      for (int64_t j = 0; j < nk; ++j) mx = std::max(mx, sc[size_t(j)] = sbuf[size_t(h * nk + j)] * scale);
-      float sum = std::exp(ly.sink[size_t(h)] - mx);
-      for (int64_t j = 0; j < nk; ++j) sum += (sc[size_t(j)] = std::exp(sc[size_t(j)] - mx));
-      float* oh = o.data() + (i * H + h) * D;
-      for (int64_t j = 0; j < nk; ++j) {
-        const float pj = sc[size_t(j)] / sum;
-        const float* kr = kbuf.data() + j * D;
-        for (int64_t c = 0; c < D; ++c) oh[c] += pj * kr[c];
+  for (const Chunk& ch : chunks) {
+    const SeqMem& m = *ch.m;
+    const int64_t pos0 = ch.pos0, n = ch.n, r0 = ch.row0;
+    float* window = reinterpret_cast<float*>(m.state + win_off_[size_t(l)]);
+    // Compressed entries of this layer; the indexer's keys and each query's selection.
+    std::vector<std::vector<int32_t>> sel(static_cast<size_t>(n));
+    if (ratio > 0) {
+      int64_t first = 0;
+      float* ring = reinterpret_cast<float*>(m.state + ring_off_[size_t(l)]);
+      const int64_t ring_half = ring_slots(ly.comp.overlap, ratio) * w2;
+      std::vector<float> e = compress(ly.comp, ratio, ckv.data() + r0 * w2, cgate.data() + r0 * w2, n, pos0, ring,
+                                      ring + ring_half, &first);
+      const int64_t ng = int64_t(e.size()) / D;
+      if (fq_nope)
+        for (int64_t g = 0; g < ng; ++g) kernels::fake_quant_fp8(e.data() + g * D, D - R, 64, true);
+      for (int64_t g = 0; g < ng; ++g) std::memcpy(entry(m, l, first + g), e.data() + g * D, size_t(D) * 4);
+      const int64_t E = (pos0 + n) / ratio;
+      if (ratio == 4) {
+        float* iring = reinterpret_cast<float*>(m.state + iring_off_[size_t(l)]);
+        std::vector<float> k = compress(ly.idx_comp, 4, ikv.data() + r0 * 2 * idh, igate.data() + r0 * 2 * idh, n, pos0,
+                                        iring, iring + ring_slots(true, 4) * 2 * idh, &first);
+        const int64_t nk = int64_t(k.size()) / idh;
+        for (int64_t g = 0; g < nk && fq_idx; ++g) {
+          hadamard(k.data() + g * idh, idh);
+          kernels::fake_quant_fp4(k.data() + g * idh, idh, 32);
+        }
+        for (int64_t g = 0; g < nk; ++g) std::memcpy(entry(m, l, first + g) + D, k.data() + g * idh, size_t(idh) * 4);
+        std::vector<float> keys(size_t(E * idh));
+        for (int64_t e2 = 0; e2 < E; ++e2) std::memcpy(keys.data() + e2 * idh, entry(m, l, e2) + D, size_t(idh) * 4);
+        const float ss = 1.0f / std::sqrt(float(idh)), hs = 1.0f / std::sqrt(float(nih));
+        std::vector<float> sce(static_cast<size_t>(E));
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t visible = (pos0 + i + 1) / 4;
+          for (int64_t e2 = 0; e2 < E; ++e2) {
+            if (e2 >= visible) {
+              sce[size_t(e2)] = kNegInf;
+              continue;
+            }
+            float s = 0.0f;
+            for (int64_t h = 0; h < nih; ++h) {
+              const float* qh = iq.data() + ((r0 + i) * nih + h) * idh;
+              const float* ke = keys.data() + e2 * idh;
+              float dot = 0.0f;
+              for (int64_t c = 0; c < idh; ++c) dot += qh[c] * ke[c];
+              s += (std::max(dot, 0.0f) * ss) * (iw[size_t((r0 + i) * nih + h)] * hs);
+            }
+            sce[size_t(e2)] = s;
+          }
+          for (int32_t e2 : deepseek_v41::top_k_lower_index(sce.data(), E, c_.index_topk))
+            if (sce[size_t(e2)] > kNegInf) sel[size_t(i)].push_back(e2);
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t e2 = 0; e2 < std::min<int64_t>(E, (pos0 + i + 1) / ratio); ++e2)
+            sel[size_t(i)].push_back(int32_t(e2));
       }
     }
+    const float* kvc = kv.data() + r0 * D;  // this chunk's new KV rows
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t p = pos0 + i;
+      int64_t nk = 0;
+      kbuf.clear();
+      for (int64_t kp = std::max<int64_t>(0, p - W + 1); kp <= p; ++kp, ++nk) {
+        const float* src = kp >= pos0 ? kvc + (kp - pos0) * D : window + (kp % RW) * D;
+        kbuf.insert(kbuf.end(), src, src + D);
+      }
+      for (int32_t e2 : sel[size_t(i)]) {
+        const float* en = entry(m, l, e2);
+        kbuf.insert(kbuf.end(), en, en + D);
+        ++nk;
+      }
+      sbuf.resize(size_t(H * nk));
+      kernels::matmul_f32(q.data() + (r0 + i) * H * D, H, D, kbuf.data(), nk, sbuf.data(), nullptr);
+      sc.resize(size_t(nk));
+      for (int64_t h = 0; h < H; ++h) {
+        float mx = ly.sink[size_t(h)];
+        for (int64_t j = 0; j < nk; ++j) mx = std::max(mx, sc[size_t(j)] = sbuf[size_t(h * nk + j)] * scale);
+        float sum = std::exp(ly.sink[size_t(h)] - mx);
+        for (int64_t j = 0; j < nk; ++j) sum += (sc[size_t(j)] = std::exp(sc[size_t(j)] - mx));
+        float* oh = o.data() + ((r0 + i) * H + h) * D;
+        for (int64_t j = 0; j < nk; ++j) {
+          const float pj = sc[size_t(j)] / sum;
+          const float* kr = kbuf.data() + j * D;
+          for (int64_t c = 0; c < D; ++c) oh[c] += pj * kr[c];
+        }
+      }
+    }
+    for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
+      std::memcpy(window + ((pos0 + i) % RW) * D, kvc + i * D, size_t(D) * 4);
   }
-  for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
-    std::memcpy(window + ((pos0 + i) % RW) * D, kv.data() + i * D, size_t(D) * 4);
-  kernels::apply_rope(o.data(), n, int(H), int(D), pos.data(), rope, true, int(D - R), /*inverse=*/true);
-  std::vector<float> z(size_t(n * c_.o_groups * c_.o_lora_rank));
-  deepseek_v41::grouped_wo_a(ly.wo_a, o.data(), n, c_.o_groups, c_.o_lora_rank, z.data(), pool);
-  kernels::matmul_packed(z.data(), n, ly.wo_b, out, pool);
+  kernels::apply_rope(o.data(), N, int(H), int(D), pos, rope, true, int(D - R), /*inverse=*/true);
+  std::vector<float> z(size_t(N * c_.o_groups * c_.o_lora_rank));
+  deepseek_v41::grouped_wo_a(ly.wo_a, o.data(), N, c_.o_groups, c_.o_lora_rank, z.data(), pool);
+  kernels::matmul_packed(z.data(), N, ly.wo_b, out, pool);
 }
 
 void DeepseekV4::forward(SeqState& st, const int32_t* tokens, int64_t n, float* logits, ThreadPool* pool) const {
@@ -437,46 +455,64 @@ void DeepseekV4::logits(const float* hidden, int64_t rows, float* out, ThreadPoo
 void DeepseekV4::forward_mem(const SeqMem& m, const int32_t* tokens, int64_t n, int64_t pos0, float* hidden,
                              ThreadPool* pool) const {
   if (n <= 0) return;
+  Chunk ch;
+  ch.m = &m;
+  ch.pos0 = pos0;
+  ch.n = n;
+  forward_batch({ch}, tokens, n, hidden, pool);
+}
+
+void DeepseekV4::forward_batch(const std::vector<Chunk>& chunks, const int32_t* tokens, int64_t N, float* hidden,
+                               ThreadPool* pool) const {
+  if (N <= 0) return;
   const int64_t d = c_.hidden_size, hc = c_.hc_mult, K = c_.num_experts_per_tok;
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < N; ++i)
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)
       fail("token id ", tokens[i], " is outside the vocabulary (", c_.vocab_size, ")");
-  if (pos0 + n > c_.max_position_embeddings)
-    fail("positions up to ", pos0 + n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
-  if (pos0 == 0) std::memset(m.state, 0, size_t(spec_.state_bytes_per_seq));
+  std::vector<int32_t> pos(static_cast<size_t>(N));
+  int64_t covered = 0;
+  for (const Chunk& ch : chunks) {
+    GANNET_CHECK(ch.n > 0 && ch.row0 >= 0 && ch.row0 + ch.n <= N, "chunk rows");
+    if (ch.pos0 < 0 || ch.pos0 + ch.n > c_.max_position_embeddings)
+      fail("positions up to ", ch.pos0 + ch.n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
+    if (ch.pos0 == 0) std::memset(ch.m->state, 0, size_t(spec_.state_bytes_per_seq));
+    for (int64_t i = 0; i < ch.n; ++i) pos[size_t(ch.row0 + i)] = int32_t(ch.pos0 + i);
+    covered += ch.n;
+  }
+  GANNET_CHECK(covered == N, "chunks cover ", covered, " of ", N, " rows");
   const deepseek_v41::MhcParams mp = deepseek_v41::mhc_params(c_);
-  std::vector<float> X(size_t(n * hc * d)), e(static_cast<size_t>(d));
-  for (int64_t i = 0; i < n; ++i) {
+  std::vector<float> X(size_t(N * hc * d)), e(static_cast<size_t>(d));
+  for (int64_t i = 0; i < N; ++i) {
     embed_.dequant_row(tokens[i], e.data());
     for (int64_t k = 0; k < hc; ++k) std::memcpy(X.data() + (i * hc + k) * d, e.data(), size_t(d) * 4);
   }
-  std::vector<float> pre(size_t(n * hc)), post(size_t(n * hc)), comb(size_t(n * hc * hc));
-  std::vector<float> col(size_t(n * d)), nrm(size_t(n * d)), y(size_t(n * d));
-  std::vector<int32_t> forced(size_t(n * K));
+  std::vector<float> pre(size_t(N * hc)), post(size_t(N * hc)), comb(size_t(N * hc * hc));
+  std::vector<float> col(size_t(N * d)), nrm(size_t(N * d)), y(size_t(N * d));
+  std::vector<int32_t> forced(size_t(N * K));
   deepseek_v41::MhcWorkspace ws;
   MoeWorkspace moe_ws;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& ly = layers_[l];
-    deepseek_v41::mhc_mixes(mp, ly.hc_attn, X.data(), n, pre.data(), post.data(), comb.data(), ws, pool);
-    deepseek_v41::mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
-    kernels::rmsnorm(col.data(), ly.attn_norm.data(), nrm.data(), n, d, float(c_.rms_norm_eps));
-    attention(int64_t(l), m, pos0, nrm.data(), n, y.data(), pool);
-    deepseek_v41::mhc_expand(X.data(), n, hc, d, y.data(), post.data(), comb.data());
-    deepseek_v41::mhc_mixes(mp, ly.hc_ffn, X.data(), n, pre.data(), post.data(), comb.data(), ws, pool);
-    deepseek_v41::mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
-    kernels::rmsnorm(col.data(), ly.ffn_norm.data(), nrm.data(), n, d, float(c_.rms_norm_eps));
+    deepseek_v41::mhc_mixes(mp, ly.hc_attn, X.data(), N, pre.data(), post.data(), comb.data(), ws, pool);
+    deepseek_v41::mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
+    kernels::rmsnorm(col.data(), ly.attn_norm.data(), nrm.data(), N, d, float(c_.rms_norm_eps));
+    attention(int64_t(l), chunks, pos.data(), nrm.data(), N, y.data(), pool);
+    deepseek_v41::mhc_expand(X.data(), N, hc, d, y.data(), post.data(), comb.data());
+    deepseek_v41::mhc_mixes(mp, ly.hc_ffn, X.data(), N, pre.data(), post.data(), comb.data(), ws, pool);
+    deepseek_v41::mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
+    kernels::rmsnorm(col.data(), ly.ffn_norm.data(), nrm.data(), N, d, float(c_.rms_norm_eps));
     const int32_t* f = nullptr;
     if (!ly.tid2eid.empty()) {
-      for (int64_t i = 0; i < n; ++i)
+      for (int64_t i = 0; i < N; ++i)
         std::copy_n(ly.tid2eid.data() + int64_t(tokens[i]) * K, K, forced.data() + i * K);
       f = forced.data();
     }
-    moe_[l].forward(nrm.data(), n, y.data(), moe_ws, pool, f);
-    deepseek_v41::mhc_expand(X.data(), n, hc, d, y.data(), post.data(), comb.data());
+    moe_[l].forward(nrm.data(), N, y.data(), moe_ws, pool, f);
+    deepseek_v41::mhc_expand(X.data(), N, hc, d, y.data(), post.data(), comb.data());
   }
-  deepseek_v41::mhc_head(mp, hc_head_, X.data(), n, pre.data(), ws, pool);
-  deepseek_v41::mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
-  kernels::rmsnorm(col.data(), norm_.data(), hidden, n, d, float(c_.rms_norm_eps));
+  deepseek_v41::mhc_head(mp, hc_head_, X.data(), N, pre.data(), ws, pool);
+  deepseek_v41::mhc_collapse(X.data(), N, hc, d, pre.data(), col.data());
+  kernels::rmsnorm(col.data(), norm_.data(), hidden, N, d, float(c_.rms_norm_eps));
 }
 
 }  // namespace gannet::model::deepseek_v4

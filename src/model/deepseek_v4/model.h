@@ -79,6 +79,16 @@ class DeepseekV4 {
   // The same on any memory; pos0 == 0 starts afresh. hidden [n, hidden_size].
   void forward_mem(const SeqMem& m, const int32_t* tokens, int64_t n, int64_t pos0, float* hidden,
                    ThreadPool* pool) const;
+  // Several sequences in one pass: chunk i is rows [row0, row0 + n) of tokens / hidden, at
+  // positions pos0.. of the sequence in memory m. Every per-token product (projections,
+  // compressor and indexer inputs, MoE, mHC) runs over all rows at once, each row's bits
+  // independent of the others; compression, selection and attention run per chunk.
+  struct Chunk {
+    const SeqMem* m = nullptr;
+    int64_t pos0 = 0, n = 0, row0 = 0;
+  };
+  void forward_batch(const std::vector<Chunk>& chunks, const int32_t* tokens, int64_t rows, float* hidden,
+                     ThreadPool* pool) const;
   void logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const;
   int64_t mtp_tensors() const { return mtp_tensors_; }
   // The cache: per compression ratio a paged group of entries, and the state bytes.
@@ -88,12 +98,15 @@ class DeepseekV4 {
   int64_t compressed_layers() const { return int64_t(arena_.size()); }
 
  private:
-  void attention(int64_t l, const SeqMem& m, int64_t pos0, const float* a, int64_t n, float* out,
-                 ThreadPool* pool) const;
-  // Closes the groups of `ratio` positions ending in this call; returns them [g, width]
-  // (normalized, RoPE at the group's first position); *first: the first group's index.
-  std::vector<float> compress(const Compressor& cp, int64_t ratio, const float* a, int64_t n, int64_t pos0,
-                              float* ring_kv, float* ring_gate, int64_t* first, ThreadPool* pool) const;
+  // One layer's attention for the rows of every chunk (pos [rows]: each row's position).
+  void attention(int64_t l, const std::vector<Chunk>& chunks, const int32_t* pos, const float* a, int64_t rows,
+                 float* out, ThreadPool* pool) const;
+  // Closes the groups of `ratio` positions ending in these n rows, given their compressor
+  // projections kv / gate [n, width * (overlap ? 2 : 1)] (gate gets the position biases);
+  // returns the groups [g, width] (normalized, RoPE at the group's first position); *first:
+  // the first group's index.
+  std::vector<float> compress(const Compressor& cp, int64_t ratio, const float* kv, float* gate, int64_t n,
+                              int64_t pos0, float* ring_kv, float* ring_gate, int64_t* first) const;
   float* entry(const SeqMem& m, int64_t l, int64_t e) const {
     return reinterpret_cast<float*>(m.arenas[comp_index_[size_t(l)]]->entry(m.block_table, e));
   }
