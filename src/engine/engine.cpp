@@ -17,6 +17,7 @@
 #include "engine/step_profile.h"
 #include "core/progress_bar.h"
 #include "io/deepseek_v41_config.h"
+#include "io/deepseek_v4_config.h"
 #include "io/model_config.h"
 #include "vision/preprocessor_config.h"
 
@@ -56,15 +57,17 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
   cfg.kv_cache_bf16 = args_.kv_cache_dtype == "bf16";
   // Expert parallelism: on by default for a MoE model in a job of several ranks.
   const int ranks = group ? group->size() : 1;
-  const int64_t routed = cfg.deepseek_v41 ? cfg.deepseek_v41->n_routed_experts : 0;
+  const int64_t routed = cfg.deepseek_v41 ? cfg.deepseek_v41->n_routed_experts
+                         : cfg.deepseek_v4 ? cfg.deepseek_v4->n_routed_experts
+                                           : 0;
   const bool ep_knobs = args_.ep_redundant_experts > 0 || args_.eplb_interval > 0 || args_.eplb_window > 0;
   if (ranks == 1 && (args_.expert_parallel == 1 || ep_knobs))
     fail("--expert-parallel / --ep-redundant-experts / --eplb-interval spread experts over the ranks of an mpirun job; "
          "this run has one rank (start it with mpirun -np N)");
   const bool ep = ranks > 1 && args_.expert_parallel != 0 && (routed > 0 || args_.expert_parallel == 1);
   if (ep && routed == 0)
-    fail("--expert-parallel on: ", cfg.architecture, cfg.deepseek_v4 ? " (DeepSeek-V4) is not supported yet" : " has no routed experts",
-         "; expert parallelism runs DeepSeek-V4.1 checkpoints (use --expert-parallel off for data parallelism)");
+    fail("--expert-parallel on: ", cfg.architecture, " has no routed experts",
+         "; expert parallelism runs DeepSeek-V4 and V4.1 checkpoints (use --expert-parallel off for data parallelism)");
   if (!ep && ep_knobs) fail("--ep-redundant-experts / --eplb-interval / --eplb-window need expert parallelism");
   io::SafetensorsFile::Keep keep;
   if (ep) {

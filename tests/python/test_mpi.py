@@ -75,6 +75,21 @@ def test_v41_data_and_expert_parallel_equal_one_process(tmp_path):
         assert mpirun(2, base + spec, rc=1).stdout == single(base + spec, rc=1).stdout, spec
 
 
+def test_v4_expert_parallel_equals_one_process(tmp_path):
+    """DeepSeek-V4-Flash (hash-routed first layer, ratio-4 and ratio-8 compression): one
+    forward per step over every sequence, experts spread over the ranks, EPLB moving them;
+    the outputs are one process's."""
+    v4 = ROOT / "tests" / "golden" / "deepseek-v4-tiny"
+    p = prompts_file(tmp_path / "p.jsonl", 6, 1024)
+    base = ["generate", "--model", str(v4), "--prompts", str(p), "--json"]
+    ref = single(base + ["--threads", "1"], rc=1).stdout
+    for np, extra in [(2, []), (3, ["--ep-redundant-experts", "1", "--eplb-interval", "2"]),
+                      (2, ["--speculative", "ngram"])]:
+        r = mpirun(np, base + extra, rc=1)
+        assert r.stdout == (ref if "--speculative" not in extra else single(base + extra, rc=1).stdout), f"-np {np} {extra}"
+        assert f"expert parallel over {np} ranks" in r.stderr
+
+
 def test_each_rank_maps_only_its_experts():
     r = mpirun(2, ["generate", "--model", str(TINY), "--prompt", "x", "--max-tokens", "1"], check=False)
     # No tokenizer: the prompt must be ids; the failure comes after loading, from rank 0.

@@ -22,6 +22,8 @@ class DeepseekV4Model final : public Model {
       : cfg_(cfg), m_(cfg, ckpt) {}
   const io::ModelConfig& config() const override { return cfg_; }
   CacheSpec cache_spec() const override { return m_.cache_spec(); }
+  ExpertParallel* expert_parallel() override { return m_.expert_parallel(); }
+  void forward_idle(ThreadPool* pool) override { m_.forward_idle(pool); }
   void reserve(int64_t max_tokens, int64_t max_logits) override {
     hidden_.resize(size_t(max_tokens * cfg_.hidden_size));
     rows_.resize(size_t(max_logits * cfg_.hidden_size));

@@ -54,6 +54,15 @@ DeepseekV4::DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ck) {
   const int64_t d = c_.hidden_size, hc = c_.hc_mult, D = c_.head_dim, H = c_.num_attention_heads;
   const int64_t mix = (2 + hc) * hc, E = c_.n_routed_experts, inter = c_.moe_intermediate_size;
   const int64_t idh = c_.index_head_dim, nih = c_.index_n_heads;
+  if (cfg.ep_size > 1) {  // expert parallelism: this rank holds its share of the routed experts
+    ExpertParallelOptions o;
+    o.redundant = cfg.ep_redundant;
+    o.eplb_interval = cfg.eplb_interval;
+    o.eplb_window = cfg.eplb_window;
+    ep_ = std::make_unique<ExpertParallel>(cfg.ep_rank, cfg.ep_size, E, c_.num_hidden_layers, o);
+  }
+  std::vector<MoeConfig> moe_cfg;
+  std::vector<MoeWeights> moe_w;
   // The names the config implies (scales with their linears); every other backbone name
   // is unexpected, and all differences are reported at once.
   std::set<std::string> want = {"embed.weight", "head.weight", "norm.weight", "hc_head_fn", "hc_head_base",
@@ -72,7 +81,8 @@ DeepseekV4::DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ck) {
     want.insert(p + (i < c_.num_hash_layers ? "ffn.gate.tid2eid" : "ffn.gate.bias"));
     for (const char* w : {"w1", "w2", "w3"}) lin_names(p + "ffn.shared_experts." + w);
     for (int64_t e = 0; e < E; ++e)
-      for (const char* w : {"w1", "w2", "w3"}) lin_names(p + "ffn.experts." + std::to_string(e) + "." + w);
+      if (!ep_ || ep_->loads_expert(e))  // expert parallel: this rank's share only
+        for (const char* w : {"w1", "w2", "w3"}) lin_names(p + "ffn.experts." + std::to_string(e) + "." + w);
     const int64_t r = c_.compress_ratios[size_t(i)];
     if (r > 0)
       for (const char* n : {"attn.compressor.wkv.weight", "attn.compressor.wgate.weight", "attn.compressor.ape",
@@ -93,6 +103,7 @@ DeepseekV4::DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ck) {
     for (const std::string& n : ck.names()) {
       if (want.count(n)) continue;
       if (n.rfind("mtp.", 0) == 0) ++mtp_tensors_;
+      else if (const int64_t e = routed_expert_of_tensor(n); ep_ && e >= 0 && e < E && !ep_->loads_expert(e)) continue;
       else unexpected.push_back(n);
     }
     if (!missing.empty() || !unexpected.empty()) {
@@ -189,7 +200,12 @@ DeepseekV4::DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ck) {
       e.w2 = lin(s + ".w2.weight", d, inter);
       return e;
     };
-    for (int64_t e = 0; e < E; ++e) mw.experts.push_back(expert(p + "ffn.experts." + std::to_string(e)));
+    for (int64_t e = 0; e < E; ++e)
+      if (ep_) {
+        if (ep_->loads_expert(e)) ep_->set_expert(i, e, expert(p + "ffn.experts." + std::to_string(e)));
+      } else {
+        mw.experts.push_back(expert(p + "ffn.experts." + std::to_string(e)));
+      }
     mw.shared.push_back(expert(p + "ffn.shared_experts"));
     MoeConfig mc;
     mc.hidden = d;
@@ -202,8 +218,15 @@ DeepseekV4::DeepseekV4(const io::ModelConfig& cfg, const io::Checkpoint& ck) {
     mc.norm_topk_prob = c_.norm_topk_prob;
     mc.routed_scaling_factor = float(c_.routed_scaling_factor);
     mc.swiglu_limit = float(c_.swiglu_limit);
-    moe_.emplace_back(mc, std::move(mw));
+    moe_cfg.push_back(mc);
+    moe_w.push_back(std::move(mw));
     layers_.push_back(std::move(ly));
+  }
+  // The MoE layers, once every expert is placed (expert parallel: in ep_'s slots).
+  if (ep_) ep_->finish_loading();
+  for (size_t l = 0; l < moe_w.size(); ++l) {
+    if (ep_) moe_.emplace_back(moe_cfg[l], std::move(moe_w[l]), ep_.get(), int64_t(l));
+    else moe_.emplace_back(moe_cfg[l], std::move(moe_w[l]));
   }
   if (c_.n_shared_experts != 1) fail(ck.dir(), ": n_shared_experts must be 1 for DeepSeek-V4");
   rope_main_ = kernels::RopeTable(int(c_.qk_rope_head_dim), c_.rope_theta, c_.max_position_embeddings);
@@ -462,9 +485,17 @@ void DeepseekV4::forward_mem(const SeqMem& m, const int32_t* tokens, int64_t n, 
   forward_batch({ch}, tokens, n, hidden, pool);
 }
 
+void DeepseekV4::forward_idle(ThreadPool* pool) const {
+  if (!ep_) return;
+  ep_->begin_forward();
+  MoeWorkspace ws;
+  for (const MoeLayer& m : moe_) m.forward(nullptr, 0, nullptr, ws, pool);
+}
+
 void DeepseekV4::forward_batch(const std::vector<Chunk>& chunks, const int32_t* tokens, int64_t N, float* hidden,
                                ThreadPool* pool) const {
   if (N <= 0) return;
+  if (ep_) ep_->begin_forward();
   const int64_t d = c_.hidden_size, hc = c_.hc_mult, K = c_.num_experts_per_tok;
   for (int64_t i = 0; i < N; ++i)
     if (tokens[i] < 0 || tokens[i] >= c_.vocab_size)

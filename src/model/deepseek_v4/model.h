@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "io/checkpoint.h"
@@ -24,6 +25,7 @@
 #include "kernels/cpu/packed_weight.h"
 #include "kernels/cpu/rope.h"
 #include "model/deepseek_v41/weights.h"
+#include "model/expert_parallel.h"
 #include "model/moe.h"
 
 namespace gannet {
@@ -96,6 +98,10 @@ class DeepseekV4 {
   // Group and layer-in-group of compressed layer number i (layers with ratio > 0, in order).
   std::pair<int64_t, int64_t> arena_of(int64_t i) const { return arena_[size_t(i)]; }
   int64_t compressed_layers() const { return int64_t(arena_.size()); }
+  // Expert parallelism (ModelConfig::ep_size > 1), or null; a forward with no tokens takes
+  // part in every MoE layer's exchange (expert_parallel.h).
+  ExpertParallel* expert_parallel() const { return ep_.get(); }
+  void forward_idle(ThreadPool* pool) const;
 
  private:
   // One layer's attention for the rows of every chunk (pos [rows]: each row's position).
@@ -121,6 +127,7 @@ class DeepseekV4 {
   std::vector<float> norm_;
   deepseek_v41::MhcSite hc_head_;
   std::vector<Layer> layers_;
+  std::unique_ptr<ExpertParallel> ep_;  // before moe_, which points into it
   std::vector<MoeLayer> moe_;
   kernels::RopeTable rope_main_, rope_compress_;
   int64_t mtp_tensors_ = 0;
