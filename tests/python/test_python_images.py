@@ -1,5 +1,5 @@
 """Images through the Python package: LLM.generate with vLLM's
-{"prompt" | "prompt_token_ids", "multi_modal_data": {"image": ...}} (paths or file bytes)
+{"prompt" | "prompt_token_ids", "multi_modal_data": {"image": ...}} (paths, file bytes or PIL images)
 reproduces the vision golden's greedy ids and `gannet generate`'s tokens; LLM.chat takes
 image_url parts (data: URLs) and answers as generate does on the rendered prompt; bad
 image input is a ValueError naming the problem."""
@@ -35,6 +35,12 @@ def test_generate_with_images_matches_golden(gannet_py):
     by_bytes = llm.generate({"prompt_token_ids": prompt, "multi_modal_data": {
         "image": [(GOLDEN / "image1.png").read_bytes(), (GOLDEN / "image2.png").read_bytes()]}}, sp)
     assert by_bytes[0].outputs[0].token_ids == want
+    from PIL import Image  # a PIL.Image, as vLLM users pass them
+    with Image.open(GOLDEN / "image1.png") as a, Image.open(GOLDEN / "image2.png") as b:
+        by_pil = llm.generate({"prompt_token_ids": prompt, "multi_modal_data": {"image": [a, b]}}, sp)
+    assert by_pil[0].outputs[0].token_ids == want
+    with pytest.raises(ValueError, match="PIL.Image, a file path or the file's bytes"):
+        llm.generate({"prompt_token_ids": prompt, "multi_modal_data": {"image": [42, 43]}}, sp)
     with pytest.raises(ValueError, match="placeholder"):
         llm.generate({"prompt_token_ids": prompt, "multi_modal_data": {"image": GOLDEN / "image1.png"}}, sp)
     with pytest.raises(ValueError, match="images only"):
