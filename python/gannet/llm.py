@@ -183,9 +183,6 @@ class _Tokenizer:
         return {"input_ids": self.encode(text, add_special_tokens)}
 
 
-_IMAGE_MARKER = "<｜deepseek_image｜>"
-
-
 def _image_bytes(x: Any, where: str) -> bytes:
     """One image as its encoded file's bytes: bytes, a path, or a PIL.Image (saved as PNG)."""
     if isinstance(x, (bytes, bytearray, memoryview)):
@@ -359,15 +356,10 @@ class LLM:
                 continue
             if self._engine.image_token_id < 0:
                 raise ValueError(f"{_OWNER}.chat: conversation {i}: this model takes no images (no vision tower)")
-            parts = text.split(_IMAGE_MARKER)
-            if len(parts) - 1 != len(images):
-                raise ValueError(f"{_OWNER}.chat: conversation {i}: the chat format placed {len(parts) - 1} image(s) "
-                                 f"for {len(images)} image part(s)")
-            ids: List[int] = []
-            for k, part in enumerate(parts):
-                if k:
-                    ids.append(self._engine.image_token_id)
-                ids.extend(self._engine.encode(part, False))
+            ids = list(self._engine.encode_with_image_markers(text, False))
+            if ids.count(self._engine.image_token_id) != len(images):
+                raise ValueError(f"{_OWNER}.chat: conversation {i}: the chat format placed "
+                                 f"{ids.count(self._engine.image_token_id)} image(s) for {len(images)} image part(s)")
             items.append((text, ids, images))
         results = self._run(items, self._params_for(sampling_params, len(items)), use_tqdm)
         if chat_template is None:  # read the answers back as the server does

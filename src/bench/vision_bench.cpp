@@ -9,7 +9,6 @@
 #include "io/model_config.h"
 #include "model/deepseek_v41/model.h"
 #include "vision/image_processor.h"
-#include "vision/preprocessor_config.h"
 
 namespace gannet::bench {
 
@@ -20,13 +19,7 @@ Report run_vision_bench(const VisionBenchOptions& o, const Roofline& roofline) {
   const io::DeepseekV41Config& c = *cfg.deepseek_v41;
   io::Checkpoint ckpt(o.model);
   const model::deepseek_v41::DeepseekV41 m(cfg, ckpt);
-  vision::ImageProcessorConfig ic;
-  ic.patch_size = int(c.vision.patch_size);
-  ic.downsample_ratio = int(c.vision.downsample_ratio);
-  ic.min_pixels = c.vision.min_pixels;
-  ic.max_image_tokens = c.vision.max_image_tokens;
-  if (c.vision.max_wh_ratio > 0) ic.max_wh_ratio = c.vision.max_wh_ratio;
-  ic = vision::load_preprocessor_config(o.model, ic);
+  const vision::ImageProcessorConfig ic = model::deepseek_v41::image_processor_config(c, o.model);
   // A synthetic picture: gradients and a texture, so nothing is constant.
   vision::RgbImage img;
   img.width = o.image_w, img.height = o.image_h;

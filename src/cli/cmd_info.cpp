@@ -18,7 +18,6 @@
 #include "model/deepseek_v41/vision.h"
 #include "model/deepseek_v4/tensor_plan.h"
 #include "vision/image_processor.h"
-#include "vision/preprocessor_config.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -42,16 +41,63 @@ const char* kInfoUsage =
     "With a vision tower (vision_config): its parameters and bytes, and for --image-size WxH\n"
     "(default 544x544) the image's patch grid, its tokens in the prompt and the FLOPs to encode it.\n";
 
-// DeepSeek-V4.1 from its config alone.
-int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const Flags& f) {
-  const io::DeepseekV41Config& c = *cfg.deepseek_v41;
+// A directory with weights is checked by building the model (names, dtypes, shapes).
+bool check_weights_if_present(const std::string& dir, const io::ModelConfig& cfg) {
   bool has_weights = false;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     has_weights |= e.path().extension() == ".safetensors";
   if (has_weights) {
     io::Checkpoint ckpt(dir);
-    (void)model::create_model(cfg, ckpt);  // validates names, dtypes and shapes
+    (void)model::create_model(cfg, ckpt);
   }
+  return has_weights;
+}
+
+// What the DeepSeek configs report from config.json alone.
+struct ConfigSizes {
+  int64_t params = 0;
+  uint64_t weight_bytes = 0, read_bytes_per_token = 0;
+  std::map<std::string, uint64_t> bytes_by_dtype;
+  const kernels::CacheSpec* spec = nullptr;
+  int64_t max_position_embeddings = 0;
+};
+
+nlohmann::ordered_json sizes_json(const std::string& dir, const io::ModelConfig& cfg, bool has_weights,
+                                  const ConfigSizes& s) {
+  nlohmann::ordered_json j;
+  j["model"] = dir;
+  j["architecture"] = cfg.architecture;
+  j["weights_present"] = has_weights;
+  j["num_parameters"] = s.params;
+  j["weight_bytes"] = s.weight_bytes;
+  j["bytes_by_dtype"] = s.bytes_by_dtype;
+  j["read_bytes_per_token"] = s.read_bytes_per_token;
+  j["kv_bytes_per_token"] = s.spec->bytes_per_token();
+  j["state_bytes_per_seq"] = s.spec->state_bytes_per_seq;
+  nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+  for (const auto& g : s.spec->groups)
+    groups.push_back({{"name", g.name}, {"layers", g.layers}, {"bytes_per_entry", g.bytes_per_entry},
+                      {"tokens_per_entry", g.tokens_per_entry}});
+  j["kv_groups"] = groups;
+  j["max_position_embeddings"] = s.max_position_embeddings;
+  return j;
+}
+
+// weights by dtype, read per token, KV per token by group.
+void print_sizes(const ConfigSizes& s) {
+  std::printf("weights:            %s\n", format_bytes(s.weight_bytes).c_str());
+  for (auto& [dt, b] : s.bytes_by_dtype) std::printf("  %-8s          %s\n", dt.c_str(), format_bytes(b).c_str());
+  std::printf("read per token:     %s (active experts only)\n", format_bytes(s.read_bytes_per_token).c_str());
+  std::printf("kv cache per token: %.1f bytes\n", s.spec->bytes_per_token());
+  for (const auto& g : s.spec->groups)
+    std::printf("  %s: %lld layers x %lld bytes per %lld tokens\n", g.name.c_str(), (long long)g.layers,
+                (long long)g.bytes_per_entry, (long long)g.tokens_per_entry);
+}
+
+// DeepSeek-V4.1 from its config alone.
+int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const Flags& f) {
+  const io::DeepseekV41Config& c = *cfg.deepseek_v41;
+  const bool has_weights = check_weights_if_present(dir, cfg);
   if (!c.engram_layer_ids.empty()) {
     // The hash layout's primes must give engram_num_embeddings rows (throws naming it).
     std::vector<int64_t> identity(static_cast<size_t>(c.vocab_size));
@@ -60,6 +106,13 @@ int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const 
   }
   const model::deepseek_v41::SizeSummary sz = model::deepseek_v41::size_summary(c);
   const model::deepseek_v41::CacheLayout lay = model::deepseek_v41::make_cache_layout(c);
+  ConfigSizes sizes;
+  sizes.params = sz.params;
+  sizes.weight_bytes = sz.weight_bytes;
+  sizes.read_bytes_per_token = sz.read_bytes_per_token;
+  sizes.bytes_by_dtype = sz.bytes_by_dtype;
+  sizes.spec = &lay.spec;
+  sizes.max_position_embeddings = c.max_position_embeddings;
   const double kv_per_token = lay.spec.bytes_per_token();
   const int64_t state = lay.spec.state_bytes_per_seq;
   std::optional<uint64_t> memory;
@@ -92,35 +145,13 @@ int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const 
       if (!(in >> img.w >> x >> img.h) || x != 'x' || img.w <= 0 || img.h <= 0 || !in.eof())
         throw UsageError("--image-size must be WIDTHxHEIGHT in pixels, e.g. 544x544");
     }
-    vision::ImageProcessorConfig ic;
-    ic.patch_size = int(c.vision.patch_size);
-    ic.downsample_ratio = int(c.vision.downsample_ratio);
-    ic.min_pixels = c.vision.min_pixels;
-    ic.max_image_tokens = c.vision.max_image_tokens;
-    if (c.vision.max_wh_ratio > 0) ic.max_wh_ratio = c.vision.max_wh_ratio;
-    ic = vision::load_preprocessor_config(dir, ic);
-    img.plan = vision::plan_image(img.w, img.h, ic);
+    img.plan = vision::plan_image(img.w, img.h, model::deepseek_v41::image_processor_config(c, dir));
     img.flops = 2 * model::deepseek_v41::vision_macs(c, img.plan.grid_h, img.plan.grid_w);
   } else if (f.has("image-size")) {
     throw UsageError("--image-size: " + dir + " has no vision tower (vision_config)");
   }
   if (f.has("json")) {
-    nlohmann::ordered_json j;
-    j["model"] = dir;
-    j["architecture"] = cfg.architecture;
-    j["weights_present"] = has_weights;
-    j["num_parameters"] = sz.params;
-    j["weight_bytes"] = sz.weight_bytes;
-    j["bytes_by_dtype"] = sz.bytes_by_dtype;
-    j["read_bytes_per_token"] = sz.read_bytes_per_token;
-    j["kv_bytes_per_token"] = kv_per_token;
-    j["state_bytes_per_seq"] = state;
-    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
-    for (const auto& g : lay.spec.groups)
-      groups.push_back({{"name", g.name}, {"layers", g.layers}, {"bytes_per_entry", g.bytes_per_entry},
-                        {"tokens_per_entry", g.tokens_per_entry}});
-    j["kv_groups"] = groups;
-    j["max_position_embeddings"] = c.max_position_embeddings;
+    nlohmann::ordered_json j = sizes_json(dir, cfg, has_weights, sizes);
     if (img.on) {
       j["vision"] = {{"num_parameters", sz.vision_params},
                      {"weight_bytes", sz.vision_bytes},
@@ -147,13 +178,7 @@ int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const 
               (long long)c.num_hidden_layers, (long long)c.hidden_size, (long long)c.num_attention_heads,
               (long long)c.head_dim, (long long)c.n_routed_experts, (long long)c.num_experts_per_tok,
               (long long)c.moe_intermediate_size, (long long)c.vocab_size);
-  std::printf("weights:            %s\n", format_bytes(sz.weight_bytes).c_str());
-  for (auto& [dt, b] : sz.bytes_by_dtype) std::printf("  %-8s          %s\n", dt.c_str(), format_bytes(b).c_str());
-  std::printf("read per token:     %s (active experts only)\n", format_bytes(sz.read_bytes_per_token).c_str());
-  std::printf("kv cache per token: %.1f bytes\n", kv_per_token);
-  for (const auto& g : lay.spec.groups)
-    std::printf("  %s: %lld layers x %lld bytes per %lld tokens\n", g.name.c_str(), (long long)g.layers,
-                (long long)g.bytes_per_entry, (long long)g.tokens_per_entry);
+  print_sizes(sizes);
   std::printf("state per sequence: %s (window rings, open groups, Engram history)\n",
               format_bytes(uint64_t(state)).c_str());
   std::printf("context length:     %lld\n", (long long)c.max_position_embeddings);
@@ -175,35 +200,20 @@ int info_deepseek_v41(const std::string& dir, const io::ModelConfig& cfg, const 
 // DeepSeek-V4-Flash from its config alone.
 int info_deepseek_v4(const std::string& dir, const io::ModelConfig& cfg, const Flags& f) {
   const io::DeepseekV4Config& c = *cfg.deepseek_v4;
-  bool has_weights = false;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    has_weights |= e.path().extension() == ".safetensors";
-  if (has_weights) {
-    io::Checkpoint ckpt(dir);
-    (void)model::create_model(cfg, ckpt);  // validates names, dtypes and shapes
-  }
+  const bool has_weights = check_weights_if_present(dir, cfg);
   const model::deepseek_v4::SizeSummary sz = model::deepseek_v4::size_summary(c);
   const model::deepseek_v4::CacheLayout lay = model::deepseek_v4::make_cache_layout(c);
-  const double kv_per_token = lay.spec.bytes_per_token();
+  ConfigSizes sizes;
+  sizes.params = sz.params;
+  sizes.weight_bytes = sz.weight_bytes;
+  sizes.read_bytes_per_token = sz.read_bytes_per_token;
+  sizes.bytes_by_dtype = sz.bytes_by_dtype;
+  sizes.spec = &lay.spec;
+  sizes.max_position_embeddings = c.max_position_embeddings;
   const int64_t state = lay.spec.state_bytes_per_seq;
   if (f.has("memory")) throw UsageError("--memory is supported for DeepSeek-V4.1 configs");
   if (f.has("json")) {
-    nlohmann::ordered_json j;
-    j["model"] = dir;
-    j["architecture"] = cfg.architecture;
-    j["weights_present"] = has_weights;
-    j["num_parameters"] = sz.params;
-    j["weight_bytes"] = sz.weight_bytes;
-    j["bytes_by_dtype"] = sz.bytes_by_dtype;
-    j["read_bytes_per_token"] = sz.read_bytes_per_token;
-    j["kv_bytes_per_token"] = kv_per_token;
-    j["state_bytes_per_seq"] = state;
-    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
-    for (const auto& g : lay.spec.groups)
-      groups.push_back({{"name", g.name}, {"layers", g.layers}, {"bytes_per_entry", g.bytes_per_entry},
-                        {"tokens_per_entry", g.tokens_per_entry}});
-    j["kv_groups"] = groups;
-    j["max_position_embeddings"] = c.max_position_embeddings;
+    nlohmann::ordered_json j = sizes_json(dir, cfg, has_weights, sizes);
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -215,13 +225,7 @@ int info_deepseek_v4(const std::string& dir, const io::ModelConfig& cfg, const F
               (long long)c.num_hidden_layers, (long long)c.hidden_size, (long long)c.num_attention_heads,
               (long long)c.head_dim, (long long)c.n_routed_experts, (long long)c.num_experts_per_tok,
               (long long)c.moe_intermediate_size, (long long)c.num_hash_layers, (long long)c.vocab_size);
-  std::printf("weights:            %s\n", format_bytes(sz.weight_bytes).c_str());
-  for (auto& [dt, b] : sz.bytes_by_dtype) std::printf("  %-8s          %s\n", dt.c_str(), format_bytes(b).c_str());
-  std::printf("read per token:     %s (active experts only)\n", format_bytes(sz.read_bytes_per_token).c_str());
-  std::printf("kv cache per token: %.1f bytes\n", kv_per_token);
-  for (const auto& g : lay.spec.groups)
-    std::printf("  %s: %lld layers x %lld bytes per %lld tokens\n", g.name.c_str(), (long long)g.layers,
-                (long long)g.bytes_per_entry, (long long)g.tokens_per_entry);
+  print_sizes(sizes);
   std::printf("state per sequence: %s (window rings, compressor and indexer rings)\n", format_bytes(uint64_t(state)).c_str());
   std::printf("context length:     %lld\n", (long long)c.max_position_embeddings);
   return 0;

@@ -19,7 +19,7 @@
 #include "io/deepseek_v41_config.h"
 #include "io/deepseek_v4_config.h"
 #include "io/model_config.h"
-#include "vision/preprocessor_config.h"
+#include "model/deepseek_v41/vision.h"
 
 namespace gannet::engine {
 
@@ -110,15 +110,8 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
   cfg.dspark = args_.speculative == "dspark";  // the model refuses a checkpoint without mtp.* tensors
   model_ = model::create_model(cfg, *checkpoint_);
   if (cfg.deepseek_v41 && cfg.deepseek_v41->vision.present) {  // image input
-    const auto& v = cfg.deepseek_v41->vision;
     image_token_id_ = cfg.deepseek_v41->image_token_id;
-    vision::ImageProcessorConfig ic;
-    ic.patch_size = int(v.patch_size);
-    ic.downsample_ratio = int(v.downsample_ratio);
-    ic.min_pixels = v.min_pixels;
-    ic.max_image_tokens = v.max_image_tokens;
-    if (v.max_wh_ratio > 0) ic.max_wh_ratio = v.max_wh_ratio;
-    image_cfg_ = vision::load_preprocessor_config(args_.model, ic);
+    image_cfg_ = model::deepseek_v41::image_processor_config(*cfg.deepseek_v41, args_.model);
   }
   // A model with bf16 linears has its bf16 GEMM route measured (or GANNET_BF16_GEMM read)
   // once, at start-up, on the pool it will use; other models never need it.
@@ -372,23 +365,10 @@ void Engine::add_request(const std::string& id, const std::string& prompt, const
   if (!tokenizer_)
     fail("request '", id, "': ", args_.model, " has no tokenizer.json, so prompts must be token ids (prompt_token_ids)");
   if (image_token_id_ < 0) fail("request '", id, "': ", args_.model, " takes no images (no vision tower)");
-  // Each image marker becomes the placeholder id, whether or not the tokenizer knows it.
   auto req = std::make_unique<Request>();
   req->id = id;
   req->prompt = prompt;
-  const std::string marker = kImageMarker;
-  size_t at = 0;
-  bool first = true;
-  while (true) {
-    const size_t hit = prompt.find(marker, at);
-    const std::string part = prompt.substr(at, hit == std::string::npos ? std::string::npos : hit - at);
-    const std::vector<int32_t> ids = tokenizer_->encode(part, /*add_special_tokens=*/first);
-    req->prompt_ids.insert(req->prompt_ids.end(), ids.begin(), ids.end());
-    first = false;
-    if (hit == std::string::npos) break;
-    req->prompt_ids.push_back(int32_t(image_token_id_));
-    at = hit + marker.size();
-  }
+  req->prompt_ids = encode_with_image_markers(prompt, /*add_special_tokens=*/true);
   req->params = params;
   attach_images(*req, images);
   add(std::move(req));
@@ -402,6 +382,25 @@ void Engine::add_request(const std::string& id, const std::vector<int32_t>& prom
   req->params = params;
   attach_images(*req, images);
   add(std::move(req));
+}
+
+std::vector<int32_t> Engine::encode_with_image_markers(const std::string& text, bool add_special_tokens) const {
+  if (!tokenizer_) fail(args_.model, " has no tokenizer.json, so prompts must be token ids (prompt_token_ids)");
+  if (image_token_id_ < 0) return tokenizer_->encode(text, add_special_tokens);
+  // Each marker is the placeholder id, whether or not the tokenizer knows it.
+  const std::string marker = kImageMarker;
+  std::vector<int32_t> ids;
+  size_t at = 0;
+  for (bool first = true;; first = false) {
+    const size_t hit = text.find(marker, at);
+    const std::vector<int32_t> part =
+        tokenizer_->encode(text.substr(at, hit == std::string::npos ? std::string::npos : hit - at),
+                           first && add_special_tokens);
+    ids.insert(ids.end(), part.begin(), part.end());
+    if (hit == std::string::npos) return ids;
+    ids.push_back(int32_t(image_token_id_));
+    at = hit + marker.size();
+  }
 }
 
 void Engine::attach_images(Request& req, const std::vector<vision::RgbImage>& images) const {

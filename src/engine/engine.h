@@ -68,6 +68,9 @@ class Engine {
   // (vision_config + preprocessor_config.json); image_token_id() < 0 for other models.
   int64_t image_token_id() const { return image_token_id_; }
   static constexpr const char* kImageMarker = "<｜deepseek_image｜>";
+  // Text -> token ids with each image marker as image_token_id (plain encode for models
+  // without images); add_special_tokens: the BOS id first, as encode does.
+  std::vector<int32_t> encode_with_image_markers(const std::string& text, bool add_special_tokens) const;
   const vision::ImageProcessorConfig& image_processor() const { return image_cfg_; }
 
   // One scheduling + model step. Returns the requests that progressed (with streaming

@@ -170,6 +170,13 @@ void bind_engine(nb::module_& m) {
             return e.tokenizer().encode(text, add_special_tokens);
           },
           nb::arg("text"), nb::arg("add_special_tokens") = true)
+      // A vision model's image markers as placeholder ids (Engine::encode_with_image_markers).
+      .def(
+          "encode_with_image_markers",
+          [](PyEngine& e, const std::string& text, bool add_special_tokens) {
+            return e.engine().encode_with_image_markers(text, add_special_tokens);
+          },
+          nb::arg("text"), nb::arg("add_special_tokens"))
       .def(
           "decode",
           [](const PyEngine& e, const std::vector<int32_t>& ids, bool skip_special_tokens) {

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -388,26 +389,13 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
     // DeepSeek-V4.1's encoder takes content parts itself (joined by blank lines).
     const bool raw = chat_.deepseek() == chat::DeepseekVersion::kV41;
     prompt = chat_.render(raw ? cr.raw_messages : cr.messages, cr.chat, &reasoning);
-    if (images.empty()) {
-      ids = tok->encode(prompt, /*add_special_tokens=*/false);  // the template writes BOS itself
-    } else {  // each image marker is the placeholder id, whether or not the tokenizer knows it
-      const std::string marker = engine::Engine::kImageMarker;
-      size_t at = 0, markers = 0;
-      for (;;) {
-        const size_t hit = prompt.find(marker, at);
-        const std::vector<int32_t> part =
-            tok->encode(prompt.substr(at, hit == std::string::npos ? std::string::npos : hit - at), false);
-        ids.insert(ids.end(), part.begin(), part.end());
-        if (hit == std::string::npos) break;
-        ids.push_back(int32_t(loop_.engine().image_token_id()));
-        ++markers;
-        at = hit + marker.size();
-      }
-      if (markers != images.size())
-        return send_error(res, bad_request("the chat encoder placed " + std::to_string(markers) + " image(s) for " +
-                                               std::to_string(images.size()) + " image part(s)",
-                                           "messages"));
-    }
+    // The template writes BOS itself; a vision model's image markers become placeholder ids.
+    ids = loop_.engine().encode_with_image_markers(prompt, /*add_special_tokens=*/false);
+    const int64_t markers = std::count(ids.begin(), ids.end(), int32_t(loop_.engine().image_token_id()));
+    if (!images.empty() && markers != int64_t(images.size()))
+      return send_error(res, bad_request("the chat encoder placed " + std::to_string(markers) + " image(s) for " +
+                                             std::to_string(images.size()) + " image part(s)",
+                                         "messages"));
   } catch (const Error& e) {
     const std::string m = e.what();
     return send_error(res, bad_request(m, m.find("reasoning_effort") != std::string::npos ? "reasoning_effort" : "messages"));

@@ -12,29 +12,10 @@ namespace gannet::model::deepseek_v4 {
 
 std::vector<TensorPlan> tensor_plan(const io::DeepseekV4Config& c) {
   std::vector<TensorPlan> out;
-  const int64_t B = c.weight_block;
-  auto add = [&](const std::string& name, DType dt, std::vector<int64_t> shape, bool is_scale = false) {
-    TensorPlan t;
-    t.name = name;
-    t.dtype = dt;
-    t.shape = shape;
-    int64_t n = 1;
-    for (int64_t v : shape) n *= v;
-    t.bytes = uint64_t(n) * dtype_size(dt);
-    t.params = is_scale ? 0 : n;
-    out.push_back(t);
-    return &out.back();
-  };
-  auto fp8 = [&](const std::string& stem, int64_t n, int64_t k) {
-    add(stem + ".weight", DType::F8_E4M3, {n, k});
-    add(stem + ".scale", DType::F8_E8M0, {(n + B - 1) / B, (k + B - 1) / B}, true);
-  };
-  auto fp4 = [&](const std::string& stem, int64_t n, int64_t k) {
-    TensorPlan* w = add(stem + ".weight", DType::I8, {n, k / 2});
-    w->params = n * k;
-    w->routed_expert = true;
-    add(stem + ".scale", DType::F8_E8M0, {n, (k + 31) / 32}, true)->routed_expert = true;
-  };
+  deepseek_v41::TensorPlanBuilder plan{out, c.weight_block};
+  auto add = [&](const std::string& name, DType dt, std::vector<int64_t> shape) { return plan.add(name, dt, shape); };
+  auto fp8 = [&](const std::string& stem, int64_t n, int64_t k) { plan.fp8(stem, n, k); };
+  auto fp4 = [&](const std::string& stem, int64_t n, int64_t k) { plan.fp4(stem, n, k); };
   const int64_t d = c.hidden_size, hc = c.hc_mult, D = c.head_dim, H = c.num_attention_heads;
   const int64_t mix = (2 + hc) * hc, E = c.n_routed_experts, inter = c.moe_intermediate_size;
   const int64_t idh = c.index_head_dim, nih = c.index_n_heads;

@@ -12,6 +12,7 @@
 #include "kernels/cpu/activations.h"
 #include "model/deepseek_v41/weights.h"
 #include "model/packed_weight_loader.h"
+#include "vision/preprocessor_config.h"
 
 namespace gannet::model::deepseek_v41 {
 
@@ -209,6 +210,16 @@ std::vector<float> VisionEncoder::encode(const float* pixels, int64_t gh, int64_
   }
   put(w_.end.data());
   return span;
+}
+
+vision::ImageProcessorConfig image_processor_config(const io::DeepseekV41Config& c, const std::string& dir) {
+  vision::ImageProcessorConfig ic;
+  ic.patch_size = int(c.vision.patch_size);
+  ic.downsample_ratio = int(c.vision.downsample_ratio);
+  ic.min_pixels = c.vision.min_pixels;
+  ic.max_image_tokens = c.vision.max_image_tokens;
+  if (c.vision.max_wh_ratio > 0) ic.max_wh_ratio = c.vision.max_wh_ratio;
+  return vision::load_preprocessor_config(dir, ic);
 }
 
 double vision_macs(const io::DeepseekV41Config& c_, int64_t gh, int64_t gw) {

@@ -14,6 +14,7 @@
 #include "io/checkpoint.h"
 #include "io/deepseek_v41_config.h"
 #include "kernels/cpu/packed_weight.h"
+#include "vision/image_processor.h"
 
 namespace gannet {
 class ThreadPool;
@@ -51,6 +52,10 @@ struct VisionTensor {
 std::vector<VisionTensor> vision_tensors(const io::DeepseekV41Config& cfg);
 
 VisionWeights load_vision_weights(const io::DeepseekV41Config& cfg, const io::Checkpoint& ckpt);
+
+// The image processor a checkpoint asks for: its vision_config's patch, window, pixel and
+// token budget, then dir/preprocessor_config.json when present (each key honoured or refused).
+vision::ImageProcessorConfig image_processor_config(const io::DeepseekV41Config& cfg, const std::string& dir);
 
 // Multiply-adds to encode one image of this patch grid (ViT, attention products, aligner;
 // FLOPs = 2x), from the config alone.

@@ -28,31 +28,37 @@ std::vector<std::string> expected_names(const io::DeepseekV41Config& c, bool dsp
 
 }  // namespace
 
+TensorPlan* TensorPlanBuilder::add(const std::string& name, DType dt, std::vector<int64_t> shape, bool is_scale) {
+  TensorPlan t;
+  t.name = name;
+  t.dtype = dt;
+  int64_t n = 1;
+  for (int64_t v : shape) n *= v;
+  t.shape = std::move(shape);
+  t.bytes = uint64_t(n) * dtype_size(dt);
+  t.params = is_scale ? 0 : n;
+  out.push_back(std::move(t));
+  return &out.back();
+}
+
+void TensorPlanBuilder::fp8(const std::string& stem, int64_t n, int64_t k) {
+  add(stem + ".weight", DType::F8_E4M3, {n, k});
+  add(stem + ".scale", DType::F8_E8M0, {(n + block - 1) / block, (k + block - 1) / block}, true);
+}
+
+void TensorPlanBuilder::fp4(const std::string& stem, int64_t n, int64_t k) {
+  TensorPlan* w = add(stem + ".weight", DType::I8, {n, k / 2});
+  w->params = n * k;
+  w->routed_expert = true;
+  add(stem + ".scale", DType::F8_E8M0, {n, (k + 31) / 32}, true)->routed_expert = true;
+}
+
 std::vector<TensorPlan> tensor_plan(const io::DeepseekV41Config& c) {
   std::vector<TensorPlan> out;
-  const int64_t B = c.weight_block;
-  auto add = [&](const std::string& name, DType dt, std::vector<int64_t> shape, bool is_scale = false) {
-    TensorPlan t;
-    t.name = name;
-    t.dtype = dt;
-    t.shape = shape;
-    int64_t n = 1;
-    for (int64_t v : shape) n *= v;
-    t.bytes = uint64_t(n) * dtype_size(dt);
-    t.params = is_scale ? 0 : n;
-    out.push_back(t);
-    return &out.back();
-  };
-  auto fp8 = [&](const std::string& stem, int64_t n, int64_t k) {
-    add(stem + ".weight", DType::F8_E4M3, {n, k});
-    add(stem + ".scale", DType::F8_E8M0, {(n + B - 1) / B, (k + B - 1) / B}, true);
-  };
-  auto fp4 = [&](const std::string& stem, int64_t n, int64_t k) {
-    TensorPlan* w = add(stem + ".weight", DType::I8, {n, k / 2});
-    w->params = n * k;
-    w->routed_expert = true;
-    add(stem + ".scale", DType::F8_E8M0, {n, (k + 31) / 32}, true)->routed_expert = true;
-  };
+  TensorPlanBuilder plan{out, c.weight_block};
+  auto add = [&](const std::string& name, DType dt, std::vector<int64_t> shape) { return plan.add(name, dt, shape); };
+  auto fp8 = [&](const std::string& stem, int64_t n, int64_t k) { plan.fp8(stem, n, k); };
+  auto fp4 = [&](const std::string& stem, int64_t n, int64_t k) { plan.fp4(stem, n, k); };
   const int64_t d = c.hidden_size, hc = c.hc_mult, D = c.head_dim, H = c.num_attention_heads, E = c.n_routed_experts;
   const int64_t mix = (2 + hc) * hc, inter = c.moe_intermediate_size;
   add("embed.weight", DType::BF16, {c.vocab_size, d});
@@ -106,7 +112,7 @@ std::vector<TensorPlan> tensor_plan(const io::DeepseekV41Config& c) {
     if (ei >= 0) {
       const int64_t rows = c.engram_num_embeddings[size_t(ei)], edim = c.engram_head_dim;
       add(p + "engram.embed.weight", DType::F8_E4M3, {rows, edim})->engram_table = true;
-      add(p + "engram.embed.scale", DType::F8_E8M0, {rows, (edim + 31) / 32}, true)->engram_table = true;
+      plan.add(p + "engram.embed.scale", DType::F8_E8M0, {rows, (edim + 31) / 32}, true)->engram_table = true;
       fp8(p + "engram.wkv", (hc + 1) * d, (c.engram_max_ngram_size - 1) * c.engram_n_heads * edim);
       add(p + "engram.q_weight", DType::BF16, {hc, d});
       add(p + "engram.k_weight", DType::BF16, {hc, d});

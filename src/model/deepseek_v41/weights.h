@@ -89,6 +89,17 @@ struct TensorPlan {
 };
 std::vector<TensorPlan> tensor_plan(const io::DeepseekV41Config& cfg);
 
+// Appends plan entries as the released DeepSeek checkpoints store them (V4 and V4.1): a
+// plain tensor; an FP8 E4M3 linear with E8M0 scales on block x block tiles; an MXFP4
+// routed expert (two codes a byte) with an E8M0 scale per 32.
+struct TensorPlanBuilder {
+  std::vector<TensorPlan>& out;
+  int64_t block;
+  TensorPlan* add(const std::string& name, DType dt, std::vector<int64_t> shape, bool is_scale = false);
+  void fp8(const std::string& stem, int64_t n, int64_t k);
+  void fp4(const std::string& stem, int64_t n, int64_t k);
+};
+
 // A small tensor of `shape` (F32, BF16 or F16 storage) as f32; errors name the tensor.
 std::vector<float> load_f32(const io::Checkpoint& ckpt, const std::string& name, const std::vector<int64_t>& shape);
 
