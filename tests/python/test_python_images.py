@@ -50,6 +50,10 @@ def test_generate_with_images_matches_golden(gannet_py):
             "image": [IMAGES / "truncated.png", GOLDEN / "image2.png"]}}, sp)
     with pytest.raises(ValueError, match="limit_images_per_prompt"):
         llm.generate({"prompt_token_ids": prompt + [496], "multi_modal_data": {"image": [GOLDEN / "image1.png"] * 3}}, sp)
+    small = gannet_py.LLM(model=str(GOLDEN), quiet=True, threads=1, max_image_pixels=1000)
+    with pytest.raises(ValueError, match="max_image_pixels"):
+        small.generate({"prompt_token_ids": prompt, "multi_modal_data": {
+            "image": [GOLDEN / "image1.png", GOLDEN / "image2.png"]}}, sp)
     # Still serving afterwards.
     assert llm.generate({"prompt_token_ids": prompt, "multi_modal_data": {
         "image": [GOLDEN / "image1.png", GOLDEN / "image2.png"]}}, sp)[0].outputs[0].token_ids == want

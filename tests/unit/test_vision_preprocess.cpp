@@ -14,6 +14,9 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "vision/image_processor.h"
+#include "vision/preprocessor_config.h"
+
+#include <nlohmann/json.hpp>
 
 namespace gannet::vision {
 namespace {
@@ -119,6 +122,48 @@ TEST(VisionPreprocess, ResamplingAConstantImageKeepsItConstant) {
     ASSERT_EQ(r.rgb.size(), size_t(w * h * 3));
     for (uint8_t v : r.rgb) ASSERT_EQ(v, 200) << w << "x" << h;
   }
+}
+
+// preprocessor_config.json: each key honoured (size restates the budget, mean / std, pad
+// value, max_wh_ratio change the result) or refused by name.
+TEST(VisionPreprocess, PreprocessorConfigKeysAreHonouredOrRefused) {
+  const nlohmann::json golden = nlohmann::json::parse(R"({"do_convert_rgb": true, "do_normalize": true,
+    "do_rescale": true, "do_resize": true, "downsample_ratio": 3, "image_mean": [0.5, 0.5, 0.5],
+    "image_processor_type": "DeepseekV41ImageProcessor", "image_std": [0.5, 0.5, 0.5], "patch_size": 14,
+    "resample": 3, "rescale_factor": 0.00392156862745098, "size": {"longest_edge": 64, "shortest_edge": 3136}})");
+  const ImageProcessorConfig c = parse_preprocessor_config(golden, "p.json", ImageProcessorConfig{});
+  EXPECT_EQ(c.min_pixels, 3136);
+  EXPECT_EQ(c.max_image_tokens, 64);
+  nlohmann::json j = golden;
+  j["image_mean"] = {0.25, 0.5, 0.75};
+  j["pad_value"] = 0;
+  j["max_wh_ratio"] = 2.0;
+  const ImageProcessorConfig d = parse_preprocessor_config(j, "p.json", ImageProcessorConfig{});
+  EXPECT_EQ(d.mean[0], 0.25f);
+  EXPECT_EQ(d.mean[2], 0.75f);
+  EXPECT_EQ(d.pad_value, 0);
+  ASSERT_TRUE(d.max_wh_ratio.has_value());
+  EXPECT_EQ(*d.max_wh_ratio, 2.0);
+  auto refused = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json k = golden;
+    k[key] = value;
+    try {
+      (void)parse_preprocessor_config(k, "p.json", ImageProcessorConfig{});
+    } catch (const Error& e) {
+      return std::string(e.what()).find(key) != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused("resample", 2));
+  EXPECT_TRUE(refused("patch_size", 16));
+  EXPECT_TRUE(refused("downsample_ratio", 2));
+  EXPECT_TRUE(refused("do_resize", false));
+  EXPECT_TRUE(refused("do_rescale", false));
+  EXPECT_TRUE(refused("rescale_factor", 0.5));
+  EXPECT_TRUE(refused("image_std", {0.5, 0.0, 0.5}));
+  EXPECT_TRUE(refused("crop_size", 224));
+  EXPECT_TRUE(refused("image_processor_type", "SiglipImageProcessor"));
+  EXPECT_TRUE(refused("pad_value", 300));
 }
 
 }  // namespace
