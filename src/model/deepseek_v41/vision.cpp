@@ -189,7 +189,6 @@ std::vector<float> VisionEncoder::align(const float* f, int64_t gh, int64_t gw, 
   linear(rows.data(), Hh * Ww, w_.aligner_w1, w_.aligner_b1.data(), mid.data(), pool);
   for (float& z : mid) z = kernels::gelu_erf_f32(z);
   linear(mid.data(), Hh * Ww, w_.aligner_w2, w_.aligner_b2.data(), out.data(), pool);
-  (void)K;
   return out;
 }
 
