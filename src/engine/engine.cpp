@@ -196,9 +196,10 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
          " has no decoder layers to replay");
   replay_keep_ = cfg.deepseek_v41 && args_.yoco_replay != 0 ? (args_.yoco_keep_tokens > 0 ? args_.yoco_keep_tokens : 140) : 0;
   // Prefix caching: a cache that is all paged takes hits as they are; a model with
-  // per-sequence state (DeepSeek-V4.1's window rings, open compressor groups, Engram
-  // history) rebuilds it by recomputing cached positions (Model::prefix_replay_start);
-  // one that cannot (DeepSeek-V4), or whose drafter keeps state of its own, runs without.
+  // per-sequence state (DeepSeek-V4 and V4.1's window rings and open compressor groups,
+  // V4.1's Engram history) rebuilds it by recomputing cached positions
+  // (Model::prefix_replay_start); one that cannot, or whose drafter keeps state of its
+  // own, runs without.
   const bool stateful = spec.state_bytes_per_seq > 0;
   const bool rebuildable = !stateful || model_->prefix_replay_start(int64_t(1) << 30, 0) >= 0;
   const char* no_cache_why = !rebuildable ? "keeps per-sequence state a cache hit cannot rebuild"

@@ -55,6 +55,8 @@ class DeepseekV4Model final : public Model {
       c.pos0 = b.positions[at];
       c.n = end - at;
       c.row0 = at;
+      c.window_from = seq.window_from;
+      c.write_from = seq.cached_until;
       chunks_.push_back(c);
       at = end;
     }
@@ -80,6 +82,11 @@ class DeepseekV4Model final : public Model {
     return m;
   }
   uint64_t weight_bytes() const override { return deepseek_v4::size_summary(m_.config()).read_bytes_per_token; }
+  // V4 has no decoder bounded replay: replay_from is always 0 here.
+  int64_t prefix_replay_start(int64_t hit, int64_t replay_from) const override {
+    GANNET_CHECK(replay_from == 0, "bounded replay on DeepSeek-V4");
+    return m_.prefix_replay_start(hit);
+  }
   uint64_t output_weight_bytes() const override {
     return uint64_t(m_.config().vocab_size) * uint64_t(m_.config().hidden_size) * 2;  // head.weight, BF16
   }

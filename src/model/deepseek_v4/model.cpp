@@ -380,7 +380,10 @@ void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const in
       const int64_t ng = int64_t(e.size()) / D;
       if (fq_nope)
         for (int64_t g = 0; g < ng; ++g) kernels::fake_quant_fp8(e.data() + g * D, D - R, 64, true);
-      for (int64_t g = 0; g < ng; ++g) std::memcpy(entry(m, l, first + g), e.data() + g * D, size_t(D) * 4);
+      // Prefix-cache replay: entries of groups that close before write_from are cached.
+      auto cached = [&](int64_t g) { return (first + g + 1) * ratio <= ch.write_from; };
+      for (int64_t g = 0; g < ng; ++g)
+        if (!cached(g)) std::memcpy(entry(m, l, first + g), e.data() + g * D, size_t(D) * 4);
       const int64_t E = (pos0 + n) / ratio;
       if (ratio == 4) {
         float* iring = reinterpret_cast<float*>(m.state + iring_off_[size_t(l)]);
@@ -391,7 +394,8 @@ void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const in
           hadamard(k.data() + g * idh, idh);
           kernels::fake_quant_fp4(k.data() + g * idh, idh, 32);
         }
-        for (int64_t g = 0; g < nk; ++g) std::memcpy(entry(m, l, first + g) + D, k.data() + g * idh, size_t(idh) * 4);
+        for (int64_t g = 0; g < nk; ++g)
+          if (!cached(g)) std::memcpy(entry(m, l, first + g) + D, k.data() + g * idh, size_t(idh) * 4);
         std::vector<float> keys(size_t(E * idh));
         for (int64_t e2 = 0; e2 < E; ++e2) std::memcpy(keys.data() + e2 * idh, entry(m, l, e2) + D, size_t(idh) * 4);
         const float ss = 1.0f / std::sqrt(float(idh)), hs = 1.0f / std::sqrt(float(nih));
@@ -427,7 +431,7 @@ void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const in
       const int64_t p = pos0 + i;
       int64_t nk = 0;
       kbuf.clear();
-      for (int64_t kp = std::max<int64_t>(0, p - W + 1); kp <= p; ++kp, ++nk) {
+      for (int64_t kp = std::max<int64_t>(ch.window_from, p - W + 1); kp <= p; ++kp, ++nk) {
         const float* src = kp >= pos0 ? kvc + (kp - pos0) * D : window + (kp % RW) * D;
         kbuf.insert(kbuf.end(), src, src + D);
       }
@@ -471,6 +475,18 @@ void DeepseekV4::forward(SeqState& st, const int32_t* tokens, int64_t n, float* 
   st.pos += n;
 }
 
+int64_t DeepseekV4::prefix_replay_start(int64_t hit) const {
+  const int64_t W = c_.sliding_window;
+  int64_t s = hit;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const int64_t m = layers_[l].ratio;
+    int64_t need = hit - (W - 1);  // the window ring's positions before `hit`
+    if (m > 0) need = std::min(need, (hit / m - (layers_[l].comp.overlap ? 1 : 0)) * m);
+    s = std::min(s, need - int64_t(l) * (W - 1));
+  }
+  return s > 0 ? s : -1;
+}
+
 void DeepseekV4::logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const {
   kernels::matmul_packed(hidden, rows, head_, out, pool);
 }
@@ -506,7 +522,9 @@ void DeepseekV4::forward_batch(const std::vector<Chunk>& chunks, const int32_t* 
     GANNET_CHECK(ch.n > 0 && ch.row0 >= 0 && ch.row0 + ch.n <= N, "chunk rows");
     if (ch.pos0 < 0 || ch.pos0 + ch.n > c_.max_position_embeddings)
       fail("positions up to ", ch.pos0 + ch.n, " exceed max_position_embeddings (", c_.max_position_embeddings, ")");
-    if (ch.pos0 == 0) std::memset(ch.m->state, 0, size_t(spec_.state_bytes_per_seq));
+    // A sequence (re)starts, or its prefix-cache replay does.
+    if (ch.pos0 == 0 || (ch.window_from > 0 && ch.pos0 == ch.window_from))
+      std::memset(ch.m->state, 0, size_t(spec_.state_bytes_per_seq));
     for (int64_t i = 0; i < ch.n; ++i) pos[size_t(ch.row0 + i)] = int32_t(ch.pos0 + i);
     covered += ch.n;
   }

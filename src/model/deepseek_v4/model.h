@@ -85,13 +85,27 @@ class DeepseekV4 {
   // positions pos0.. of the sequence in memory m. Every per-token product (projections,
   // compressor and indexer inputs, MoE, mHC) runs over all rows at once, each row's bits
   // independent of the others; compression, selection and attention run per chunk.
+  //
+  // Prefix-cache replay: a sequence whose positions [0, write_from) come from cached
+  // blocks recomputes [window_from, write_from) to rebuild its state slot (window rings,
+  // open compressor and indexer groups) without writing the compressed entries and index
+  // keys the cache already holds; no window reaches before window_from, and the state
+  // restarts there. prefix_replay_start() says how far back that must begin to be exact.
   struct Chunk {
     const SeqMem* m = nullptr;
     int64_t pos0 = 0, n = 0, row0 = 0;
+    int64_t window_from = 0, write_from = 0;
   };
   void forward_batch(const std::vector<Chunk>& chunks, const int32_t* tokens, int64_t rows, float* hidden,
                      ThreadPool* pool) const;
   void logits(const float* hidden, int64_t rows, float* out, ThreadPool* pool) const;
+  // The first position to recompute when [0, hit) is cached, so that every ring read at or
+  // after `hit` holds what a full computation leaves there: layer l's input is exact
+  // l (W - 1) positions after the replay's start (each window reaches W - 1 back), and it
+  // must be exact over its window ring's last W - 1 positions and over the positions of its
+  // open compressor groups (the previous group too where they overlap). -1: nothing left
+  // worth caching.
+  int64_t prefix_replay_start(int64_t hit) const;
   int64_t mtp_tensors() const { return mtp_tensors_; }
   // The cache: per compression ratio a paged group of entries, and the state bytes.
   const kernels::CacheSpec& cache_spec() const { return spec_; }

@@ -1,11 +1,13 @@
 // Prefix caching on DeepSeek-V4.1 (tests/golden/deepseek-v41-tiny: 6 layers, an 8-token
-// window, ratio-2 and ratio-1 KV sources, Engram). Cached blocks hold the compressed
-// entries and index keys; the per-sequence state (window rings, open groups, Engram
-// history) is rebuilt by recomputing the positions before the hit that its windows can
-// reach (Model::prefix_replay_start). A hit is then bit-identical to a full computation:
-// token ids and logprobs, sequentially, batched and chunked (replays split across steps),
-// async or not, with decoder bounded replay on, after preemption, and from the disk tier.
-// Hits and replayed positions are counted, so none of it can pass by missing the cache.
+// window, ratio-2 and ratio-1 KV sources, Engram) and DeepSeek-V4 (deepseek-v4-tiny: 4
+// layers, an 8-token window, overlapping ratio-4 groups with an indexer, ratio 8). Cached
+// blocks hold the compressed entries and index keys; the per-sequence state (window rings,
+// open groups, V4.1's Engram history) is rebuilt by recomputing the positions before the
+// hit that its windows can reach (Model::prefix_replay_start). A hit is then bit-identical
+// to a full computation: token ids and logprobs, sequentially, batched and chunked (replays
+// split across steps), async or not, after preemption, from the disk tier, and on V4.1 with
+// decoder bounded replay on. Hits and replayed positions are counted, so none of it can
+// pass by missing the cache.
 // labels: exact sanitize
 #include <gtest/gtest.h>
 
@@ -23,10 +25,12 @@ using namespace gannet;
 
 namespace {
 
-std::string model_dir() {
+std::string model_dir(const std::string& golden) {
   const char* src = std::getenv("GANNET_SOURCE_DIR");
-  return (std::filesystem::path(src ? src : ".") / "tests" / "golden" / "deepseek-v41-tiny").string();
+  return (std::filesystem::path(src ? src : ".") / "tests" / "golden" / golden).string();
 }
+
+const char* const kV41 = "deepseek-v41-tiny";
 
 struct Case {
   std::vector<int32_t> prompt;
@@ -77,9 +81,9 @@ std::vector<Case> make_cases() {
   return cases;
 }
 
-EngineArgs args(bool caching, bool async, int64_t budget = 2048, int64_t keep = -1) {
+EngineArgs args(const std::string& golden, bool caching, bool async, int64_t budget = 2048, int64_t keep = -1) {
   EngineArgs a;
-  a.model = model_dir();
+  a.model = model_dir(golden);
   a.quiet = true;
   a.threads = 2;
   a.max_num_seqs = 32;
@@ -89,7 +93,7 @@ EngineArgs args(bool caching, bool async, int64_t budget = 2048, int64_t keep = 
   a.max_num_batched_tokens = budget;
   a.enable_prefix_caching = caching ? 1 : 0;
   if (keep > 0) a.yoco_keep_tokens = keep;
-  else a.yoco_replay = 0;  // the full prefill unless a test asks for bounded replay
+  else if (golden == kV41) a.yoco_replay = 0;  // the full prefill unless a test asks for bounded replay
   return a;
 }
 
@@ -139,25 +143,27 @@ void expect_same(const std::map<int, Result>& ref, const std::map<int, Result>& 
 }
 
 // Without caching, each request alone: every position computed.
-const std::map<int, Result>& reference(int64_t keep) {
-  static std::map<int64_t, std::map<int, Result>> refs;
-  auto it = refs.find(keep);
+const std::map<int, Result>& reference(const std::string& golden, int64_t keep) {
+  static std::map<std::pair<std::string, int64_t>, std::map<int, Result>> refs;
+  auto it = refs.find({golden, keep});
   if (it == refs.end()) {
-    engine::Engine e(args(false, false, 2048, keep));
-    it = refs.emplace(keep, run_each(e, make_cases())).first;
+    engine::Engine e(args(golden, false, false, 2048, keep));
+    it = refs.emplace(std::make_pair(golden, keep), run_each(e, make_cases())).first;
   }
   return it->second;
 }
 
 }  // namespace
 
-TEST(EnginePrefixCacheV41, SequentialHitsEqualFullComputation) {
+class EnginePrefixCache : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EnginePrefixCache, SequentialHitsEqualFullComputation) {
   const auto cases = make_cases();
   for (bool async : {false, true}) {
-    engine::Engine e(args(true, async));
+    engine::Engine e(args(GetParam(), true, async));
     ASSERT_TRUE(e.scheduler().config().prefix_caching);
     auto got = run_each(e, cases);
-    expect_same(reference(-1), got, async ? "sequential, async" : "sequential");
+    expect_same(reference(GetParam(), -1), got, async ? "sequential, async" : "sequential");
     const auto& st = e.scheduler().prefix_stats();
     EXPECT_GT(st.hit_tokens, 500);
     EXPECT_GT(st.replayed_tokens, 0) << "the state is rebuilt by replaying cached positions";
@@ -169,13 +175,13 @@ TEST(EnginePrefixCacheV41, SequentialHitsEqualFullComputation) {
 
 // One batch with small chunk budgets: admissions find blocks earlier ones wrote, and
 // replays are split across steps and across the 8-token window.
-TEST(EnginePrefixCacheV41, ChunkedBatchEqualsFullComputation) {
+TEST_P(EnginePrefixCache, ChunkedBatchEqualsFullComputation) {
   const auto cases = make_cases();
   for (bool async : {false, true})
     for (int64_t budget : {int64_t(2048), int64_t(7), int64_t(33)}) {
-      engine::Engine e(args(true, async, budget));
+      engine::Engine e(args(GetParam(), true, async, budget));
       auto got = run(e, cases, all(cases.size()));
-      expect_same(reference(-1), got, "batch, budget " + std::to_string(budget) + (async ? ", async" : ""));
+      expect_same(reference(GetParam(), -1), got, "batch, budget " + std::to_string(budget) + (async ? ", async" : ""));
       if (budget < 2048) {
         EXPECT_GT(e.scheduler().prefix_stats().hit_tokens, 0) << budget;
       }
@@ -187,48 +193,48 @@ TEST(EnginePrefixCacheV41, ChunkedBatchEqualsFullComputation) {
 TEST(EnginePrefixCacheV41, HitsUnderBoundedReplayEqualItsFullComputation) {
   const auto cases = make_cases();
   for (bool async : {false, true}) {
-    engine::Engine e(args(true, async, 2048, 20));
+    engine::Engine e(args(kV41, true, async, 2048, 20));
     auto got = run_each(e, cases);
-    expect_same(reference(20), got, async ? "bounded replay, async" : "bounded replay");
+    expect_same(reference(kV41, 20), got, async ? "bounded replay, async" : "bounded replay");
     EXPECT_GT(e.scheduler().prefix_stats().hit_tokens, 500);
   }
 }
 
 // A KV budget far below the batch's needs: preempted sequences come back with hits.
-TEST(EnginePrefixCacheV41, HitsAfterPreemptionEqualFullComputation) {
+TEST_P(EnginePrefixCache, HitsAfterPreemptionEqualFullComputation) {
   const auto cases = make_cases();
-  EngineArgs probe = args(true, false);
+  EngineArgs probe = args(GetParam(), true, false);
   engine::Engine p(probe);
   const uint64_t per_block = p.model().cache_spec().bytes_per_block(16);
   const uint64_t state = uint64_t(p.model().cache_spec().state_bytes_per_seq) * 32;
   for (bool async : {false, true}) {
-    EngineArgs a = args(true, async, 64);
+    EngineArgs a = args(GetParam(), true, async, 64);
     a.kv_cache_memory = state + 14 * per_block;  // one request needs up to 13 blocks
     engine::Engine e(a);
     auto got = run(e, cases, all(cases.size()));
-    expect_same(reference(-1), got, async ? "preempted, async" : "preempted");
+    expect_same(reference(GetParam(), -1), got, async ? "preempted, async" : "preempted");
     EXPECT_GT(e.scheduler().num_preemptions(), 0);
     EXPECT_GT(e.scheduler().prefix_stats().hit_tokens, 0);
   }
 }
 
 // The disk tier holds V4.1 blocks too: a restart starts with hits, exactly.
-TEST(EnginePrefixCacheV41, DiskTierRestartEqualsFullComputation) {
+TEST_P(EnginePrefixCache, DiskTierRestartEqualsFullComputation) {
   const auto cases = make_cases();
-  const std::string dir = ::testing::TempDir() + "gannet_v41_prefix_" + std::to_string(::getpid());
+  const std::string dir = ::testing::TempDir() + "gannet_" + GetParam() + "_prefix_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   {
-    EngineArgs a = args(true, false);
+    EngineArgs a = args(GetParam(), true, false);
     a.prefix_cache_dir = dir;
     engine::Engine e(a);
     run_each(e, cases);
   }
-  EngineArgs a = args(true, true);
+  EngineArgs a = args(GetParam(), true, true);
   a.prefix_cache_dir = dir;
   engine::Engine e(a);
   EXPECT_GT(e.disk_tier()->stats().files, 10);
   auto got = run_each(e, cases);
-  expect_same(reference(-1), got, "after restart");
+  expect_same(reference(GetParam(), -1), got, "after restart");
   EXPECT_GT(got[0].cached, 0) << "the previous run's blocks, from disk";
   EXPECT_GT(e.scheduler().prefix_stats().disk_hit_blocks, 0);
   std::filesystem::remove_all(dir);
@@ -237,7 +243,7 @@ TEST(EnginePrefixCacheV41, DiskTierRestartEqualsFullComputation) {
 // DSpark keeps drafter rings a hit does not rebuild: caching is off with it, and asking
 // for it is refused by name.
 TEST(EnginePrefixCacheV41, RefusedWithDspark) {
-  EngineArgs a = args(true, false);
+  EngineArgs a = args(kV41, true, false);
   a.speculative = "dspark";
   a.num_speculative_tokens = 3;  // the drafter's block
   try {
@@ -250,3 +256,8 @@ TEST(EnginePrefixCacheV41, RefusedWithDspark) {
   engine::Engine e(a);
   EXPECT_FALSE(e.scheduler().config().prefix_caching);
 }
+
+INSTANTIATE_TEST_SUITE_P(DeepSeek, EnginePrefixCache, ::testing::Values(std::string(kV41), std::string("deepseek-v4-tiny")),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return p.param == kV41 ? std::string("V41") : std::string("V4");
+                         });
