@@ -369,20 +369,19 @@ TEST(KernelsPacked, ReadsNothingPastTheTensorEnd) {
     }
 }
 
-// The lane-split GEMM (lane_gemm.h) against the scalar references with its cache blocks
-// forced small, so every edge is walked: several n-blocks and m-blocks, lanes resumed
-// across step blocks (k past one block), partial tiles (m not a multiple of 12), partial
-// panels and column ranges that start inside a panel (columns outside stay untouched).
-TEST(KernelsPacked, LaneGemmMatchesReferenceAcrossBlocks) {
-  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "the lane-split GEMM is AVX-512 code";
-  using avx512::LaneBlocking;
-  using avx512::LaneOrder;
+// The lane-split GEMM (lane_gemm.h) of one ISA against the scalar references with its
+// cache blocks forced small, so every edge is walked: several n-blocks and m-blocks, lanes
+// resumed across step blocks (k past one block), partial tiles (m not a multiple of the
+// tile's 12 or 6 rows), partial panels and column ranges that start inside a panel
+// (columns outside stay untouched).
+template <typename Lane>
+void lane_gemm_matches_reference() {
   const LaneBlocking blockings[] = {{}, {1, 1, 1}, {2, 2, 3}, {1, 3, 5}};
   std::mt19937 g(77);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   int checked = 0;
   for (int64_t k : {1, 16, 33, 100, 290}) {
-    for (int64_t m : {1, 11, 12, 13, 30}) {
+    for (int64_t m : {1, 5, 11, 12, 13, 30}) {
       const int64_t n = 70;
       std::vector<float> x(size_t(m * k));
       for (auto& v : x) v = g() % 32 == 0 ? nd(g) * 1e-39f : nd(g);  // some denormals
@@ -395,7 +394,7 @@ TEST(KernelsPacked, LaneGemmMatchesReferenceAcrossBlocks) {
       struct Case {
         const char* name;
         LaneOrder order;
-        avx512::LaneWeight w;
+        LaneWeight w;
         std::vector<float> ref;
       };
       std::vector<Case> cases(5);
@@ -413,12 +412,12 @@ TEST(KernelsPacked, LaneGemmMatchesReferenceAcrossBlocks) {
         matmul_packed_isa(Isa::kScalar, x.data(), m, packed[p]->w, cases[size_t(2 + p)].ref.data(), nullptr);
       }
       for (const Case& c : cases) {
-        std::vector<float> xp(size_t(avx512::lane_x_floats(c.order, m, k)), -7.0f);
-        avx512::lane_pack_x(c.order, x.data(), m, k, 0, avx512::lane_tiles(m), xp.data());
+        std::vector<float> xp(size_t(Lane::x_floats(c.order, m, k)), -7.0f);
+        Lane::pack_x(c.order, x.data(), m, k, 0, Lane::tiles(m), xp.data());
         for (const LaneBlocking& b : blockings)
           for (auto cols : {std::pair<int64_t, int64_t>{0, n}, {5, 41}, {33, 34}}) {
             std::vector<float> y(size_t(m * n), -3.0f);
-            avx512::lane_gemm_cols(c.order, xp.data(), m, k, c.w, cols.first, cols.second, y.data(), n, b);
+            Lane::cols(c.order, xp.data(), m, k, c.w, cols.first, cols.second, y.data(), n, b);
             std::vector<float> want(size_t(m * n), -3.0f);
             for (int64_t i = 0; i < m; ++i)
               for (int64_t j = cols.first; j < cols.second; ++j) want[size_t(i * n + j)] = c.ref[size_t(i * n + j)];
@@ -429,5 +428,25 @@ TEST(KernelsPacked, LaneGemmMatchesReferenceAcrossBlocks) {
       }
     }
   }
-  EXPECT_EQ(checked, 5 * 5 * 5 * 4 * 3);
+  EXPECT_EQ(checked, 5 * 6 * 5 * 4 * 3);
+}
+
+#define GANNET_LANE_ISA(ns)                                                     \
+  struct Lane_##ns {                                                           \
+    static constexpr auto x_floats = ns::lane_x_floats;                        \
+    static constexpr auto pack_x = ns::lane_pack_x;                            \
+    static constexpr auto tiles = ns::lane_tiles;                              \
+    static constexpr auto cols = ns::lane_gemm_cols;                           \
+  };
+GANNET_LANE_ISA(avx512)
+GANNET_LANE_ISA(avx2)
+
+TEST(KernelsPacked, LaneGemmMatchesReferenceAcrossBlocks) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "the AVX-512 lane-split GEMM needs AVX-512";
+  lane_gemm_matches_reference<Lane_avx512>();
+}
+
+TEST(KernelsPacked, LaneGemmAvx2MatchesReferenceAcrossBlocks) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "the AVX2 lane-split GEMM needs AVX2";
+  lane_gemm_matches_reference<Lane_avx2>();
 }

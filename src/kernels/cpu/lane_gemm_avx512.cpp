@@ -144,16 +144,6 @@ void tree_store(const float* p, int64_t tiles, int64_t row0, int64_t m, int64_t 
 
 }  // namespace
 
-int64_t lane_steps(LaneOrder order, int64_t k) {
-  return order == LaneOrder::kF32 ? (k + 15) / 16 : 2 * ((k + 31) / 32);
-}
-
-int64_t lane_tiles(int64_t m) { return (m + kLaneMr - 1) / kLaneMr; }
-
-int64_t lane_x_floats(LaneOrder order, int64_t m, int64_t k) {
-  return lane_tiles(m) * 16 * lane_steps(order, k) * kLaneMr;
-}
-
 void lane_pack_x(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t t0, int64_t t1, float* xp) {
   const int64_t S = lane_steps(order, k);
   alignas(64) float chunk[32];

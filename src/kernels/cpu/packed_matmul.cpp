@@ -78,10 +78,10 @@ void matmul_packed_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w
   GANNET_CHECK(m >= 0 && w.n >= 0 && w.k >= 0);
   const ColsFn cols = pick_cols(isa, w, m);
   if (m == 0 || w.n == 0) return;
-  if (cols == avx512_panel_cols && m >= kLaneMinRows) {
-    avx512::LaneWeight lw;
+  if ((cols == avx512_panel_cols || cols == avx2::matmul_packed_cols) && m >= kLaneMinRows) {
+    LaneWeight lw;
     lw.packed = &w;
-    return lane_matmul(avx512::LaneOrder::kF32, x, m, w.k, lw, w.n, y, pool);
+    return lane_matmul(isa, LaneOrder::kF32, x, m, w.k, lw, w.n, y, pool);
   }
   auto run = [&](int64_t b, int64_t e) { cols(x, m, w, b, e, y, w.n); };
   if (!pool || pool->size() == 1 || m * w.n * w.k < kMinParallelMacs) run(0, w.n);

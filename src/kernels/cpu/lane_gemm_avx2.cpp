@@ -1,0 +1,239 @@
+// Lane-split GEMM on AVX2 (lane_gemm.h): packing, the 6 x 16 single-lane register tile and
+// the canonical tree across the 16 lane partials. Each lane's partial is the same chain
+// of FMAs as in the AVX-512 kernel and the scalar reference, so every output has their
+// bits; only the register tile differs (16 ymm: 12 accumulators, 2 weight vectors, one
+// broadcast).
+#include <algorithm>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "kernels/cpu/lane_gemm.h"
+#include "kernels/cpu/packed_weight.h"
+#include "kernels/cpu/scratch.h"
+#include "kernels/cpu/simd_avx2.h"
+
+namespace gannet::kernels::avx2 {
+
+namespace {
+
+constexpr int kMr = int(kLaneMr), kNr = int(kLaneNr);
+// Steps of one lane per register-tile pass: the w slice of a pass ([steps][16] f32, 8 KiB)
+// stays in L1 while every x tile of the m-block streams past it.
+constexpr int64_t kStepBlock = 128;
+// Packed w of an n-block and packed x of an m-block each take about this much (AVX2-only
+// servers have 512 KiB to 1 MiB of L2 per core).
+constexpr int64_t kBlockBytes = int64_t(384) << 10;
+
+// Floats between the lanes of a packed w panel: S steps of 16, plus one cache line so the
+// 8 stores of a transposed block do not all land in the same L1 set.
+inline int64_t w_lane_stride(int64_t S) { return S * kNr + 16; }
+
+// Lanes [0, n) of 8 set (n may be <= 0 or >= 8).
+inline __m256i first_lanes(int64_t n) {
+  const int32_t c = int32_t(std::clamp<int64_t>(n, 0, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// 8 x 8 transpose: afterwards r[c] holds column c of the rows that came in.
+inline void transpose8(__m256 (&r)[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// Packs `rows` (<= 16) f32 rows [rows, ld] of length k into wb [16][S][16] (lane stride
+// w_lane_stride) in f32 order; rows past `rows` and elements past k are +0.
+void pack_w_f32(const float* w, int64_t ld, int64_t rows, int64_t k, int64_t S, float* wb) {
+  const int64_t ls = w_lane_stride(S);
+  for (int g = 0; g < 2; ++g)  // rows 8g .. 8g + 7
+    for (int64_t c = 0; c < S; ++c)
+      for (int h = 0; h < 2; ++h) {  // lanes 8h .. 8h + 7
+        const int64_t col = 16 * c + 8 * h;
+        const __m256i mk = first_lanes(k - col);
+        __m256 r[8];
+        GANNET_UNROLL for (int i = 0; i < 8; ++i) {
+          const int64_t row = 8 * g + i;
+          r[i] = row < rows ? _mm256_maskload_ps(w + row * ld + col, mk) : _mm256_setzero_ps();
+        }
+        transpose8(r);
+        GANNET_UNROLL for (int q = 0; q < 8; ++q) _mm256_storeu_ps(wb + (8 * h + q) * ls + c * kNr + 8 * g, r[q]);
+      }
+}
+
+// The same from bf16 rows in bf16 order: chunk c's odd elements go to step 2c, its even
+// ones to step 2c + 1 (lane l: elements 32c + 2l + 1, then 32c + 2l).
+void pack_w_bf16(const uint16_t* w, int64_t ld, int64_t rows, int64_t k, int64_t S, float* wb) {
+  const int64_t ls = w_lane_stride(S);
+  alignas(32) uint16_t tail[32];
+  for (int g = 0; g < 2; ++g)
+    for (int64_t c = 0; c < S / 2; ++c)
+      for (int h = 0; h < 2; ++h) {  // lanes 8h .. 8h + 7: elements 32c + 16h .. + 15
+        const int64_t col = 32 * c + 16 * h;
+        __m256 odd[8], even[8];
+        GANNET_UNROLL for (int i = 0; i < 8; ++i) {
+          const int64_t row = 8 * g + i;
+          __m256i v = _mm256_setzero_si256();
+          if (row < rows && col < k) {
+            const uint16_t* src = w + row * ld + col;
+            if (col + 16 <= k) {
+              v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+            } else {
+              std::memset(tail, 0, sizeof(tail));
+              std::memcpy(tail, src, size_t(k - col) * 2);
+              v = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
+            }
+          }
+          odd[i] = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))));
+          even[i] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        }
+        transpose8(odd);
+        transpose8(even);
+        GANNET_UNROLL for (int q = 0; q < 8; ++q) {
+          _mm256_storeu_ps(wb + (8 * h + q) * ls + 2 * c * kNr + 8 * g, odd[q]);
+          _mm256_storeu_ps(wb + (8 * h + q) * ls + (2 * c + 1) * kNr + 8 * g, even[q]);
+        }
+      }
+}
+
+// One lane, `steps` steps, of a kMr x 16 tile: p [kMr][16] (rows ldp floats apart) =
+// (kFirst ? +0 : p) + x (.) w. xp: [steps][kMr], wp: [steps][16].
+template <bool kFirst>
+void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp) {
+  __m256 acc[kMr][2];
+  GANNET_UNROLL for (int i = 0; i < kMr; ++i) {
+    acc[i][0] = kFirst ? _mm256_setzero_ps() : _mm256_loadu_ps(p + i * ldp);
+    acc[i][1] = kFirst ? _mm256_setzero_ps() : _mm256_loadu_ps(p + i * ldp + 8);
+  }
+  for (int64_t s = 0; s < steps; ++s, xp += kMr, wp += kNr) {
+    const __m256 w0 = _mm256_loadu_ps(wp), w1 = _mm256_loadu_ps(wp + 8);
+    GANNET_UNROLL for (int i = 0; i < kMr; ++i) {
+      const __m256 xb = _mm256_broadcast_ss(xp + i);
+      acc[i][0] = _mm256_fmadd_ps(xb, w0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(xb, w1, acc[i][1]);
+    }
+  }
+  GANNET_UNROLL for (int i = 0; i < kMr; ++i) {
+    _mm256_storeu_ps(p + i * ldp, acc[i][0]);
+    _mm256_storeu_ps(p + i * ldp + 8, acc[i][1]);
+  }
+}
+
+// y rows [row0, row0 + kMr * tiles) (those < m), columns [j, j + ncols): the canonical
+// tree over the lane partials p [tiles][kMr][16 lanes][16] (each output's 16 partials in
+// one 1 KiB run).
+void tree_store(const float* p, int64_t tiles, int64_t row0, int64_t m, int64_t ncols, float* y, int64_t ldy) {
+  for (int64_t t = 0; t < tiles; ++t)
+    for (int i = 0; i < kMr; ++i) {
+      const int64_t row = row0 + t * kMr + i;
+      if (row >= m) return;
+      for (int v = 0; v < 2; ++v) {
+        if (8 * v >= ncols) break;
+        const float* q = p + (t * kMr + i) * 16 * kNr + 8 * v;
+        __m256 a[16];
+        GANNET_UNROLL for (int l = 0; l < 16; ++l) a[l] = _mm256_loadu_ps(q + l * kNr);
+        GANNET_UNROLL for (int l = 0; l < 8; ++l) a[l] = _mm256_add_ps(a[l], a[l + 8]);
+        GANNET_UNROLL for (int l = 0; l < 4; ++l) a[l] = _mm256_add_ps(a[l], a[l + 4]);
+        GANNET_UNROLL for (int l = 0; l < 2; ++l) a[l] = _mm256_add_ps(a[l], a[l + 2]);
+        a[0] = _mm256_add_ps(a[0], a[1]);
+        _mm256_maskstore_ps(y + row * ldy + 8 * v, first_lanes(ncols - 8 * v), a[0]);
+      }
+    }
+}
+
+}  // namespace
+
+void lane_pack_x(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t t0, int64_t t1, float* xp) {
+  const int64_t S = lane_steps(order, k);
+  for (int64_t t = t0; t < t1; ++t) {
+    float* xt = xp + t * 16 * S * kMr;
+    for (int i = 0; i < kMr; ++i) {
+      const int64_t row = t * kMr + i;
+      const float* xr = x + row * k;
+      if (order == LaneOrder::kF32) {
+        for (int64_t c = 0; c < S; ++c)
+          for (int l = 0; l < 16; ++l) {
+            const int64_t col = 16 * c + l;
+            xt[(l * S + c) * kMr + i] = row < m && col < k ? xr[col] : 0.0f;
+          }
+      } else {
+        for (int64_t c = 0; c < S / 2; ++c)
+          for (int l = 0; l < 16; ++l) {
+            const int64_t odd = 32 * c + 2 * l + 1, even = 32 * c + 2 * l;
+            xt[(l * S + 2 * c) * kMr + i] = row < m && odd < k ? bf16_to_f32(f32_to_bf16(xr[odd])) : 0.0f;
+            xt[(l * S + 2 * c + 1) * kMr + i] = row < m && even < k ? bf16_to_f32(f32_to_bf16(xr[even])) : 0.0f;
+          }
+      }
+    }
+  }
+}
+
+void lane_gemm_cols(LaneOrder order, const float* xp, int64_t m, int64_t k, const LaneWeight& w, int64_t n0,
+                    int64_t n1, float* y, int64_t ldy, const LaneBlocking& blocking) {
+  if (m == 0 || n0 >= n1) return;
+  const int64_t S = lane_steps(order, k);
+  const int64_t panel_floats = 16 * w_lane_stride(S);  // one 16-column w panel
+  const int64_t tiles = lane_tiles(m);
+  const int64_t panels_per_block =
+      blocking.panels > 0 ? blocking.panels : std::max<int64_t>(1, kBlockBytes / (panel_floats * 4));
+  const int64_t tiles_per_block =
+      blocking.tiles > 0 ? blocking.tiles : std::max<int64_t>(1, kBlockBytes / (16 * S * kMr * 4));
+  const int64_t step_block = blocking.steps > 0 ? blocking.steps : kStepBlock;
+  float* const wbuf = thread_scratch(ScratchSlot::kLaneGemmW, size_t(panels_per_block * panel_floats));
+  float* const pbuf = thread_scratch(ScratchSlot::kLaneGemmP, size_t(16 * tiles_per_block * kMr * kNr));
+  float* const rows = w.packed ? thread_scratch(ScratchSlot::kLaneGemmRows, size_t(kNr * k)) : nullptr;
+  const bool daz = order == LaneOrder::kBf16;
+
+  for (int64_t nb = n0; nb < n1; nb += panels_per_block * kNr) {
+    const int64_t ne = std::min(n1, nb + panels_per_block * kNr);
+    const int64_t panels = (ne - nb + kNr - 1) / kNr;
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t j = nb + p * kNr, nr = std::min<int64_t>(kNr, ne - j);
+      float* wb = wbuf + p * panel_floats;
+      if (w.f32) pack_w_f32(w.f32 + j * k, k, nr, k, S, wb);
+      else if (w.bf16) pack_w_bf16(w.bf16 + j * k, k, nr, k, S, wb);
+      else {
+        for (int64_t r = 0; r < nr; ++r) w.packed->dequant_row(j + r, rows + r * k);
+        pack_w_f32(rows, k, nr, k, S, wb);
+      }
+    }
+    for (int64_t tb = 0; tb < tiles; tb += tiles_per_block) {
+      const int64_t te = std::min(tiles, tb + tiles_per_block), nt = te - tb;
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t j = nb + p * kNr, nr = std::min<int64_t>(kNr, ne - j);
+        const float* wb = wbuf + p * panel_floats;
+        const unsigned saved = _mm_getcsr();
+        if (daz) _mm_setcsr(saved | 0x8040u);  // DAZ | FTZ, as vdpbf16ps (denormals.h)
+        for (int l = 0; l < 16; ++l) {
+          float* pl = pbuf + l * kNr;
+          for (int64_t s0 = 0; s0 < S; s0 += step_block) {
+            const int64_t steps = std::min(step_block, S - s0);
+            const float* wl = wb + l * w_lane_stride(S) + s0 * kNr;
+            for (int64_t t = tb; t < te; ++t) {
+              const float* xl = xp + ((t * 16 + l) * S + s0) * kMr;
+              float* pt = pl + (t - tb) * kMr * 16 * kNr;
+              if (s0 == 0) micro<true>(xl, wl, steps, pt, 16 * kNr);
+              else micro<false>(xl, wl, steps, pt, 16 * kNr);
+            }
+          }
+        }
+        if (daz) _mm_setcsr(saved);  // the tree adds run with the caller's MXCSR
+        tree_store(pbuf, nt, tb * kMr, m, nr, y + j, ldy);
+      }
+    }
+  }
+}
+
+}  // namespace gannet::kernels::avx2
