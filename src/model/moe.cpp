@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/exp.h"
+#include "kernels/cpu/lane_gemm.h"
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/log.h"
 #include "kernels/cpu/packed_matmul.h"
@@ -24,6 +25,13 @@ namespace {
 // Output columns per work item: small enough that a decode token's few experts still give
 // every thread many items, large enough that an item amortises its call.
 constexpr int64_t kTile = 32;
+// From this many rows on, an expert's products run as lane-split GEMMs (lane_gemm.h) on its
+// packed input: prefill's experts see tens of rows each, where the 12-row lane tiles beat
+// the panel path's 4 x 4 canonical tiles (the same bits either way).
+constexpr int64_t kLaneMinRows = 16;
+// Lane-packed floats of an expert input of `rows` rows and k columns, for any ISA's tile
+// (at most 12 rows, k rounded up to whole 16-element steps).
+int64_t lane_floats_bound(int64_t rows, int64_t k) { return (rows + 11) / 12 * 12 * ((k + 15) / 16 * 16); }
 // Streaming one weight row costs about as much as this many token rows of FMAs (decode is
 // bound by weight bytes, prefill by arithmetic): the cost model that balances the threads.
 constexpr double kWeightRowCost = 8.0;
@@ -131,6 +139,10 @@ void MoeWorkspace::reserve(const MoeLayer& layer, int64_t max_tokens) {
   grow(up_, T * K * layer.inter() + S * T * layer.shared_inter());
   grow(out_, T * (K + S) * H);
   grow(groups_, E + S);
+  grow(lane_groups_, E + S);
+  // Lane-packed inputs: every row of both phases' widest input, plus a partial tile per group.
+  const int64_t kmax = std::max({H, layer.inter(), layer.shared_inter()});
+  grow(xp_, lane_floats_bound(T * K + S * T + 12 * (E + S), kmax));
   // Every group active: the larger of the two phases' item counts.
   const int64_t tiles_gu = E * ((layer.inter() + kTile - 1) / kTile) + S * ((layer.shared_inter() + kTile - 1) / kTile);
   const int64_t tiles_down = (E + S) * ((H + kTile - 1) / kTile);
@@ -142,7 +154,8 @@ void MoeWorkspace::reserve(const MoeLayer& layer, int64_t max_tokens) {
 uint64_t MoeWorkspace::capacity_bytes() const {
   auto b = [](const auto& v) { return uint64_t(v.capacity()) * sizeof(v[0]); };
   return b(logits_) + b(select_) + b(chosen_) + b(top_) + b(ids_) + b(weights_) + b(rows_) + b(count_) +
-         b(row_weight_) + b(xg_) + b(xq_) + b(gate_) + b(up_) + b(out_) + b(groups_) + b(items_) + b(cost_);
+         b(row_weight_) + b(xg_) + b(xq_) + b(gate_) + b(up_) + b(out_) + b(xp_) + b(lane_groups_) + b(groups_) +
+         b(items_) + b(cost_);
 }
 
 void MoeLayer::route_isa(Isa isa, const float* x, int64_t n_tokens, MoeWorkspace& ws, ThreadPool* pool,
@@ -250,6 +263,46 @@ void MoeLayer::run_items(Isa isa, MoeWorkspace& ws, ThreadPool* pool, bool down)
   }
   const int64_t n_items = int64_t(ws.items_.size());
   const int nth = pool ? pool->size() : 1;
+  // Groups with many rows: their input packed once for the lane GEMM, each item then
+  // computes its columns from it.
+  int64_t xp_floats = 0;
+  std::vector<int32_t>& lane_groups = ws.lane_groups_;
+  lane_groups.clear();
+  for (size_t g = 0; g < ws.groups_.size(); ++g) {
+    MoeWorkspace::Group& G = ws.groups_[g];
+    G.xp_off = -1;
+    if (!kernels::lane_gemm_isa(isa) || G.rows < kLaneMinRows) continue;
+    const int64_t k = down ? G.w->w2.k : H;
+    G.xp_off = xp_floats;
+    xp_floats += kernels::lane_x_floats_isa(isa, kernels::LaneOrder::kF32, G.rows, k);
+    lane_groups.push_back(int32_t(g));
+  }
+  if (!lane_groups.empty()) {
+    grow(ws.xp_, xp_floats);
+    float* xp = ws.xp_.data();
+    auto pack = [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const MoeWorkspace::Group& G = ws.groups_[size_t(lane_groups[size_t(i)])];
+        const float* in = down ? ws.gate_.data() + G.hid_off : G.x;
+        kernels::lane_pack_x_isa(isa, kernels::LaneOrder::kF32, in, G.rows, down ? G.w->w2.k : H, xp + G.xp_off);
+      }
+    };
+    const int64_t ng = int64_t(lane_groups.size());
+    if (nth > 1 && ng > 1) pool->parallel_for(ng, [&](int64_t b, int64_t e, int) { pack(b, e); }, 1);
+    else pack(0, ng);
+  }
+  // y columns [c0, c1) of the group's rows times w, by the lane GEMM where packed.
+  auto product = [&](const MoeWorkspace::Group& G, const float* in, const kernels::PackedWeight& w, int64_t c0,
+                     int64_t c1, float* y, int64_t ldy) {
+    if (G.xp_off >= 0) {
+      kernels::LaneWeight lw;
+      lw.packed = &w;
+      kernels::lane_gemm_cols_isa(isa, kernels::LaneOrder::kF32, ws.xp_.data() + G.xp_off, G.rows, w.k, lw, c0, c1, y,
+                                  ldy);
+    } else {
+      kernels::matmul_packed_cols_isa(isa, in, G.rows, w, c0, c1, y, ldy);
+    }
+  };
   float* gate = ws.gate_.data();
   float* up = ws.up_.data();
   const float L = limit_;
@@ -261,15 +314,14 @@ void MoeLayer::run_items(Isa isa, MoeWorkspace& ws, ThreadPool* pool, bool down)
     const int64_t c0 = it.c0, c1 = it.c1;
     if (down) {
       // out[rows, hidden] columns [c0, c1) = h · w2ᵀ
-      kernels::matmul_packed_cols_isa(isa, gate + G.hid_off, G.rows, G.w->w2, c0, c1,
-                                      ws.out_.data() + G.out_row * H, H);
+      product(G, gate + G.hid_off, G.w->w2, c0, c1, ws.out_.data() + G.out_row * H, H);
       return;
     }
     const int64_t inter = G.w->w1.n, n = c1 - c0;
     float* gp = gate + G.hid_off;  // [rows, inter]
     float* upp = up + G.hid_off;   // [rows, inter]
-    kernels::matmul_packed_cols_isa(isa, G.x, G.rows, G.w->w1, c0, c1, gp, inter);
-    kernels::matmul_packed_cols_isa(isa, G.x, G.rows, G.w->w3, c0, c1, upp, inter);
+    product(G, G.x, G.w->w1, c0, c1, gp, inter);
+    product(G, G.x, G.w->w3, c0, c1, upp, inter);
     for (int64_t r = 0; r < G.rows; ++r) {
       float* g = gp + r * inter + c0;
       float* u = upp + r * inter + c0;

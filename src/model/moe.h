@@ -115,6 +115,7 @@ class MoeWorkspace {
     int64_t out_row = 0;      // its first row in out_
     int64_t hid_off = 0;      // its first float in gate_ / up_ ([rows, inter])
     bool routed = true;       // routed experts scale h by their token's weight
+    int64_t xp_off = -1;      // this phase's input packed for the lane GEMM in xp_ (-1: not)
   };
   struct Item {               // columns [c0, c1) of one group's projection
     int32_t group = 0;
@@ -134,6 +135,8 @@ class MoeWorkspace {
   std::vector<float> xq_;            // [T, hidden] x fake-quantized (act_quant_block only)
   std::vector<float> gate_, up_;     // per group [rows, inter]; gate_ becomes h
   std::vector<float> out_;           // [T * (top_k + n_shared), hidden] expert outputs
+  std::vector<float> xp_;            // the phase's inputs of groups with many rows, lane-packed
+  std::vector<int32_t> lane_groups_; // [E + n_shared] those groups
   std::vector<Group> groups_;        // [E + n_shared]
   std::vector<Item> items_;          // work items of the current phase
   std::vector<double> cost_;         // [items + 1] prefix sums of estimated cost

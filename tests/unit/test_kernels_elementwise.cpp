@@ -111,6 +111,41 @@ TEST(KernelsActivations, SiluMulMatchesReferenceAndDouble) {
   }
 }
 
+// An attention head's weighted sum of value rows: every ISA bit-identical to the plain
+// loop written out here (product rounded, then the sum; rows in the given order, picked by
+// index or taken in turn), for head widths on and off the vector widths.
+TEST(KernelsActivations, AddWeightedRowsMatchesPlainLoop) {
+  std::mt19937 g(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t d : {1, 7, 16, 33, 64, 100, 128, 200}) {
+    for (int64_t rows : {0, 1, 5, 40}) {
+      const int64_t pool_rows = 50;
+      std::vector<float> base(static_cast<size_t>(pool_rows * (d + 3))), w(static_cast<size_t>(rows)), y0(static_cast<size_t>(d));
+      for (auto& v : base) v = nd(g);
+      for (auto& v : w) v = std::fabs(nd(g)) * 0.1f;
+      for (auto& v : y0) v = nd(g);
+      std::vector<int32_t> idx(static_cast<size_t>(rows));
+      for (auto& i : idx) i = int32_t(g() % pool_rows);
+      for (bool indexed : {false, true}) {
+        std::vector<float> want = y0;
+        for (int64_t j = 0; j < rows; ++j) {
+          const float* r = base.data() + (indexed ? idx[size_t(j)] : j) * (d + 3);
+          for (int64_t c = 0; c < d; ++c) {
+            volatile float prod = w[size_t(j)] * r[c];  // rounded before the add, whatever the compiler
+            want[size_t(c)] = want[size_t(c)] + prod;
+          }
+        }
+        for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+          if (!isa_supported(isa)) continue;
+          std::vector<float> got = y0;
+          add_weighted_rows_isa(isa, w.data(), base.data(), indexed ? idx.data() : nullptr, rows, d + 3, got.data(), d);
+          EXPECT_TRUE(same_bits(want, got)) << isa_name(isa) << " d=" << d << " rows=" << rows << " indexed=" << indexed;
+        }
+      }
+    }
+  }
+}
+
 // Both GELU forms: every ISA bit-identical to the scalar reference (also in place and on
 // the masked/remainder tails), and the reference within float rounding of the formula in
 // double precision (std::erf / std::tanh), including large magnitudes and signed zero.

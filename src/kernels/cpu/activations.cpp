@@ -27,6 +27,13 @@ void add(const float* a, const float* b, float* y, int64_t n) {
 void exp_n(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = exp_f32(x[i]);
 }
+void add_weighted_rows(const float* w, const float* base, const int32_t* idx, int64_t rows, int64_t ld, float* y,
+                       int64_t d) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* r = base + (idx ? int64_t(idx[j]) : j) * ld;
+    for (int64_t c = 0; c < d; ++c) y[c] += w[j] * r[c];
+  }
+}
 }  // namespace ref
 
 void silu_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n) {
@@ -70,5 +77,15 @@ void exp_n_isa(Isa isa, const float* x, float* y, int64_t n) {
   fn(x, y, n);
 }
 void exp_n(const float* x, float* y, int64_t n) { exp_n_isa(active_isa(), x, y, n); }
+
+void add_weighted_rows_isa(Isa isa, const float* w, const float* base, const int32_t* idx, int64_t rows, int64_t ld,
+                           float* y, int64_t d) {
+  auto fn = pick_variant(isa, ref::add_weighted_rows, avx2::add_weighted_rows, avx512::add_weighted_rows);
+  fn(w, base, idx, rows, ld, y, d);
+}
+void add_weighted_rows(const float* w, const float* base, const int32_t* idx, int64_t rows, int64_t ld, float* y,
+                       int64_t d) {
+  add_weighted_rows_isa(active_isa(), w, base, idx, rows, ld, y, d);
+}
 
 }  // namespace gannet::kernels

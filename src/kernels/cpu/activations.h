@@ -33,4 +33,12 @@ void exp_n_isa(Isa isa, const float* x, float* y, int64_t n);
 void add(const float* a, const float* b, float* y, int64_t n);
 void add_isa(Isa isa, const float* a, const float* b, float* y, int64_t n);
 
+// For j = 0 .. rows - 1 in order: y[c] = y[c] + w[j] * r_j[c] (the product rounded, then
+// the sum: no fused multiply-add), r_j = base + (idx ? idx[j] : j) * ld. y: [d]. An
+// attention head's weighted sum of value rows, as the plain loop computes it.
+void add_weighted_rows(const float* w, const float* base, const int32_t* idx, int64_t rows, int64_t ld, float* y,
+                       int64_t d);
+void add_weighted_rows_isa(Isa isa, const float* w, const float* base, const int32_t* idx, int64_t rows, int64_t ld,
+                           float* y, int64_t d);
+
 }  // namespace gannet::kernels

@@ -65,6 +65,28 @@ void add(const float* a, const float* b, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+// 32 columns at a time held in 4 registers across all rows, then the rest one by one;
+// mul then add per element.
+void add_weighted_rows(const float* w, const float* base, const int32_t* idx, int64_t rows, int64_t ld, float* y,
+                       int64_t d) {
+  int64_t c = 0;
+  for (; c + 32 <= d; c += 32) {
+    __m256 a[4];
+    GANNET_UNROLL for (int v = 0; v < 4; ++v) a[v] = _mm256_loadu_ps(y + c + 8 * v);
+    for (int64_t j = 0; j < rows; ++j) {
+      const float* r = base + (idx ? int64_t(idx[j]) : j) * ld + c;
+      const __m256 wj = _mm256_set1_ps(w[j]);
+      GANNET_UNROLL for (int v = 0; v < 4; ++v) a[v] = _mm256_add_ps(a[v], _mm256_mul_ps(wj, _mm256_loadu_ps(r + 8 * v)));
+    }
+    GANNET_UNROLL for (int v = 0; v < 4; ++v) _mm256_storeu_ps(y + c + 8 * v, a[v]);
+  }
+  for (; c < d; ++c) {
+    float a = y[c];
+    for (int64_t j = 0; j < rows; ++j) a += w[j] * base[(idx ? int64_t(idx[j]) : j) * ld + c];
+    y[c] = a;
+  }
+}
+
 void exp_n(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp(_mm256_loadu_ps(x + i)));

@@ -58,6 +58,26 @@ void add(const float* a, const float* b, float* y, int64_t n) {
   }
 }
 
+// 64 columns at a time held in 4 registers across all rows; mul then add per element.
+void add_weighted_rows(const float* w, const float* base, const int32_t* idx, int64_t rows, int64_t ld, float* y,
+                       int64_t d) {
+  for (int64_t c = 0; c < d; c += 64) {
+    __mmask16 m[4];
+    __m512 a[4];
+    GANNET_UNROLL for (int v = 0; v < 4; ++v) {
+      m[v] = d - c - 16 * v > 0 ? mask16(d - c - 16 * v) : __mmask16(0);
+      a[v] = _mm512_maskz_loadu_ps(m[v], y + c + 16 * v);
+    }
+    for (int64_t j = 0; j < rows; ++j) {
+      const float* r = base + (idx ? int64_t(idx[j]) : j) * ld + c;
+      const __m512 wj = _mm512_set1_ps(w[j]);
+      GANNET_UNROLL for (int v = 0; v < 4; ++v)
+        a[v] = _mm512_add_ps(a[v], _mm512_mul_ps(wj, _mm512_maskz_loadu_ps(m[v], r + 16 * v)));
+    }
+    GANNET_UNROLL for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(y + c + 16 * v, m[v], a[v]);
+  }
+}
+
 void exp_n(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = mask16(n - i);

@@ -10,7 +10,9 @@ namespace gannet::kernels {
   void gelu_erf_mul(const float* gate, const float* up, float* out, int64_t n); \
   void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n); \
   void add(const float* a, const float* b, float* y, int64_t n);             \
-  void exp_n(const float* x, float* y, int64_t n);
+  void exp_n(const float* x, float* y, int64_t n);                           \
+  void add_weighted_rows(const float* w, const float* base, const int32_t* idx, int64_t rows, int64_t ld, float* y, \
+                         int64_t d);
 
 namespace ref {
 GANNET_ACTIVATIONS_DECL

@@ -32,6 +32,24 @@ void run(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t n, Threa
 
 }  // namespace
 
+int64_t lane_x_floats_isa(Isa isa, LaneOrder order, int64_t m, int64_t k) {
+  GANNET_CHECK(lane_gemm_isa(isa), "lane GEMM on ", isa_name(isa));
+  return isa == Isa::kAvx512 ? avx512::lane_x_floats(order, m, k) : avx2::lane_x_floats(order, m, k);
+}
+
+void lane_pack_x_isa(Isa isa, LaneOrder order, const float* x, int64_t m, int64_t k, float* xp) {
+  GANNET_CHECK(lane_gemm_isa(isa), "lane GEMM on ", isa_name(isa));
+  if (isa == Isa::kAvx512) avx512::lane_pack_x(order, x, m, k, 0, avx512::lane_tiles(m), xp);
+  else avx2::lane_pack_x(order, x, m, k, 0, avx2::lane_tiles(m), xp);
+}
+
+void lane_gemm_cols_isa(Isa isa, LaneOrder order, const float* xp, int64_t m, int64_t k, const LaneWeight& w,
+                        int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  GANNET_CHECK(lane_gemm_isa(isa), "lane GEMM on ", isa_name(isa));
+  if (isa == Isa::kAvx512) avx512::lane_gemm_cols(order, xp, m, k, w, n0, n1, y, ldy);
+  else avx2::lane_gemm_cols(order, xp, m, k, w, n0, n1, y, ldy);
+}
+
 void lane_matmul(Isa isa, LaneOrder order, const float* x, int64_t m, int64_t k, const LaneWeight& w, int64_t n,
                  float* y, ThreadPool* pool) {
   if (m == 0 || n == 0) return;

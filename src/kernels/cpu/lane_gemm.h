@@ -85,6 +85,14 @@ class ThreadPool;
 
 namespace gannet::kernels {
 
+// The ISAs with a lane GEMM, and its parts on the one asked for (callers that pack x once
+// and split columns themselves, such as the MoE's per-expert work items).
+inline bool lane_gemm_isa(Isa isa) { return isa == Isa::kAvx512 || isa == Isa::kAvx2; }
+int64_t lane_x_floats_isa(Isa isa, LaneOrder order, int64_t m, int64_t k);
+void lane_pack_x_isa(Isa isa, LaneOrder order, const float* x, int64_t m, int64_t k, float* xp);  // all tiles
+void lane_gemm_cols_isa(Isa isa, LaneOrder order, const float* xp, int64_t m, int64_t k, const LaneWeight& w,
+                        int64_t n0, int64_t n1, float* y, int64_t ldy);
+
 // y [m, n] = the lane-split product of x [m, k] with w [n, k] on isa (kAvx512 or kAvx2):
 // x packed across the pool, then output columns split across it in register-tile blocks.
 void lane_matmul(Isa isa, LaneOrder order, const float* x, int64_t m, int64_t k, const LaneWeight& w, int64_t n,

@@ -159,15 +159,27 @@ void lane_pack_x(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t 
   const int64_t S = lane_steps(order, k);
   for (int64_t t = t0; t < t1; ++t) {
     float* xt = xp + t * 16 * S * kMr;
+    if (order == LaneOrder::kF32) {
+      // Lanes 8h .. 8h + 7 of chunk c of the tile's rows (rows 6-7 and rows past m are +0),
+      // transposed: lane l of every row lands in the 6 floats of (l, step c).
+      const __m256i six = first_lanes(kMr);
+      for (int64_t c = 0; c < S; ++c)
+        for (int h = 0; h < 2; ++h) {
+          const __m256i mk = first_lanes(k - 16 * c - 8 * h);
+          __m256 r[8];
+          GANNET_UNROLL for (int i = 0; i < 8; ++i) {
+            const int64_t row = t * kMr + i;
+            r[i] = i < kMr && row < m ? _mm256_maskload_ps(x + row * k + 16 * c + 8 * h, mk) : _mm256_setzero_ps();
+          }
+          transpose8(r);
+          GANNET_UNROLL for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(xt + ((8 * h + q) * S + c) * kMr, six, r[q]);
+        }
+    }
     for (int i = 0; i < kMr; ++i) {
       const int64_t row = t * kMr + i;
       const float* xr = x + row * k;
       if (order == LaneOrder::kF32) {
-        for (int64_t c = 0; c < S; ++c)
-          for (int l = 0; l < 16; ++l) {
-            const int64_t col = 16 * c + l;
-            xt[(l * S + c) * kMr + i] = row < m && col < k ? xr[col] : 0.0f;
-          }
+        continue;  // below, a whole tile at a time
       } else {
         for (int64_t c = 0; c < S / 2; ++c)
           for (int l = 0; l < 16; ++l) {

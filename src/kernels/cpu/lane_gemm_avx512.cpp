@@ -149,15 +149,25 @@ void lane_pack_x(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t 
   alignas(64) float chunk[32];
   for (int64_t t = t0; t < t1; ++t) {
     float* xt = xp + t * 16 * S * kMr;
+    if (order == LaneOrder::kF32) {
+      // Chunk c of the tile's rows (rows 12-15 and rows past m are +0), transposed: lane l
+      // of every row lands in the 12 floats of (l, step c).
+      for (int64_t c = 0; c < S; ++c) {
+        const __mmask16 mk = mask16(k - 16 * c);
+        __m512 r[16];
+        GANNET_UNROLL for (int i = 0; i < 16; ++i) {
+          const int64_t row = t * kMr + i;
+          r[i] = i < kMr && row < m ? _mm512_maskz_loadu_ps(mk, x + row * k + 16 * c) : _mm512_setzero_ps();
+        }
+        transpose16(r);
+        GANNET_UNROLL for (int l = 0; l < 16; ++l) _mm512_mask_storeu_ps(xt + (l * S + c) * kMr, __mmask16(0x0fff), r[l]);
+      }
+    }
     for (int i = 0; i < kMr; ++i) {
       const int64_t row = t * kMr + i;
       const float* xr = x + row * k;
       if (order == LaneOrder::kF32) {
-        for (int64_t c = 0; c < S; ++c) {
-          const __m512 v = row < m ? _mm512_maskz_loadu_ps(mask16(k - 16 * c), xr + 16 * c) : _mm512_setzero_ps();
-          _mm512_store_ps(chunk, v);
-          for (int l = 0; l < 16; ++l) xt[(l * S + c) * kMr + i] = chunk[l];
-        }
+        continue;  // below, a whole tile at a time
       } else {
         for (int64_t c = 0; c < S / 2; ++c) {
           for (int e = 0; e < 32; ++e) {

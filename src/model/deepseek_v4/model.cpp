@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "kernels/cpu/activations.h"
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_matmul.h"
@@ -449,11 +450,8 @@ void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const in
         float sum = std::exp(ly.sink[size_t(h)] - mx);
         for (int64_t j = 0; j < nk; ++j) sum += (sc[size_t(j)] = std::exp(sc[size_t(j)] - mx));
         float* oh = o.data() + ((r0 + i) * H + h) * D;
-        for (int64_t j = 0; j < nk; ++j) {
-          const float pj = sc[size_t(j)] / sum;
-          const float* kr = kbuf.data() + j * D;
-          for (int64_t c = 0; c < D; ++c) oh[c] += pj * kr[c];
-        }
+        for (int64_t j = 0; j < nk; ++j) sc[size_t(j)] /= sum;
+        kernels::add_weighted_rows(sc.data(), kbuf.data(), nullptr, nk, D, oh, D);
       }
     }
     for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)

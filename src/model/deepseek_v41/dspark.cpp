@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/cpu/activations.h"
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_matmul.h"
@@ -66,11 +67,8 @@ void DeepseekV41::dspark_attention(int64_t stage, const std::vector<DraftJob>& j
         sum += sc[size_t(k)];
       }
       float* oh = o.data() + (int64_t(j) * B * H + r) * D;
-      for (int64_t k = 0; k < nk; ++k) {
-        const float pk = sc[size_t(k)] / sum;
-        const float* kr = keys.data() + k * D;
-        for (int64_t c = 0; c < D; ++c) oh[c] += pk * kr[c];
-      }
+      for (int64_t k = 0; k < nk; ++k) sc[size_t(k)] /= sum;
+      kernels::add_weighted_rows(sc.data(), keys.data(), nullptr, nk, D, oh, D);
     }
   }
   kernels::apply_rope(o.data(), N, int(H), int(D), pos, rope_main_, true, int(D - R), /*inverse=*/true);

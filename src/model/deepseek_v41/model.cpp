@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "kernels/cpu/activations.h"
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_matmul.h"
@@ -529,11 +530,8 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
             sum += sc[j];
           }
           float* oh = o.data() + ((ch.row0 + i) * H + h) * D;
-          for (size_t j = 0; j < cols.size(); ++j) {
-            const float pj = sc[j] / sum;
-            const float* kr = kbuf.data() + int64_t(cols[j]) * D;
-            for (int64_t c = 0; c < D; ++c) oh[c] += pj * kr[c];
-          }
+          for (size_t j = 0; j < cols.size(); ++j) sc[j] /= sum;
+          kernels::add_weighted_rows(sc.data(), kbuf.data(), cols.data(), int64_t(cols.size()), D, oh, D);
         }
       }
     }
