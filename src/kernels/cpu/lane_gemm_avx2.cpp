@@ -155,40 +155,67 @@ void tree_store(const float* p, int64_t tiles, int64_t row0, int64_t m, int64_t 
 
 }  // namespace
 
+// x rounded to bf16 and back (f32_to_bf16: nearest even, NaN quieted), on 8 lanes.
+inline __m256 round_bf16(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i hi = _mm256_set1_epi32(int(0xffff0000u));
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), hi);
+  const __m256i q = _mm256_or_si256(_mm256_and_si256(u, hi), _mm256_set1_epi32(0x00400000));
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
+}
+
+// Elements 1, 3, .., 15 (odd) or 0, 2, .., 14 of the 16 in (a, b), in order.
+inline __m256 odd_of(__m256 a, __m256 b) {
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
+}
+inline __m256 even_of(__m256 a, __m256 b) {
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
+}
+
 void lane_pack_x(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t t0, int64_t t1, float* xp) {
   const int64_t S = lane_steps(order, k);
+  const __m256i tile_rows = first_lanes(kMr);
+  auto load = [&](int64_t row, int64_t col) {  // 8 floats of x from col, +0 past k or m
+    return row < m && col < k ? _mm256_maskload_ps(x + row * k + col, first_lanes(k - col)) : _mm256_setzero_ps();
+  };
   for (int64_t t = t0; t < t1; ++t) {
     float* xt = xp + t * 16 * S * kMr;
     if (order == LaneOrder::kF32) {
       // Lanes 8h .. 8h + 7 of chunk c of the tile's rows (rows 6-7 and rows past m are +0),
       // transposed: lane l of every row lands in the 6 floats of (l, step c).
-      const __m256i six = first_lanes(kMr);
       for (int64_t c = 0; c < S; ++c)
         for (int h = 0; h < 2; ++h) {
-          const __m256i mk = first_lanes(k - 16 * c - 8 * h);
           __m256 r[8];
-          GANNET_UNROLL for (int i = 0; i < 8; ++i) {
-            const int64_t row = t * kMr + i;
-            r[i] = i < kMr && row < m ? _mm256_maskload_ps(x + row * k + 16 * c + 8 * h, mk) : _mm256_setzero_ps();
-          }
+          GANNET_UNROLL for (int i = 0; i < 8; ++i) r[i] = i < kMr ? load(t * kMr + i, 16 * c + 8 * h) : _mm256_setzero_ps();
           transpose8(r);
-          GANNET_UNROLL for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(xt + ((8 * h + q) * S + c) * kMr, six, r[q]);
+          GANNET_UNROLL for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(xt + ((8 * h + q) * S + c) * kMr, tile_rows, r[q]);
         }
+      continue;
     }
-    for (int i = 0; i < kMr; ++i) {
-      const int64_t row = t * kMr + i;
-      const float* xr = x + row * k;
-      if (order == LaneOrder::kF32) {
-        continue;  // below, a whole tile at a time
-      } else {
-        for (int64_t c = 0; c < S / 2; ++c)
-          for (int l = 0; l < 16; ++l) {
-            const int64_t odd = 32 * c + 2 * l + 1, even = 32 * c + 2 * l;
-            xt[(l * S + 2 * c) * kMr + i] = row < m && odd < k ? bf16_to_f32(f32_to_bf16(xr[odd])) : 0.0f;
-            xt[(l * S + 2 * c + 1) * kMr + i] = row < m && even < k ? bf16_to_f32(f32_to_bf16(xr[even])) : 0.0f;
+    // bf16 order: chunk c's 32 elements rounded to bf16; lane l's odd element 2l + 1 goes
+    // to step 2c, its even one to step 2c + 1.
+    for (int64_t c = 0; c < S / 2; ++c)
+      for (int h = 0; h < 2; ++h) {  // lanes 8h .. 8h + 7: elements 32c + 16h .. + 15
+        __m256 odd[8], even[8];
+        GANNET_UNROLL for (int i = 0; i < 8; ++i) {
+          if (i < kMr) {
+            const int64_t row = t * kMr + i, col = 32 * c + 16 * h;
+            const __m256 a = round_bf16(load(row, col)), b = round_bf16(load(row, col + 8));
+            odd[i] = odd_of(a, b);
+            even[i] = even_of(a, b);
+          } else {
+            odd[i] = even[i] = _mm256_setzero_ps();
           }
+        }
+        transpose8(odd);
+        transpose8(even);
+        GANNET_UNROLL for (int q = 0; q < 8; ++q) {
+          _mm256_maskstore_ps(xt + ((8 * h + q) * S + 2 * c) * kMr, tile_rows, odd[q]);
+          _mm256_maskstore_ps(xt + ((8 * h + q) * S + 2 * c + 1) * kMr, tile_rows, even[q]);
+        }
       }
-    }
   }
 }
 

@@ -144,41 +144,58 @@ void tree_store(const float* p, int64_t tiles, int64_t row0, int64_t m, int64_t 
 
 }  // namespace
 
+// x rounded to bf16 and back (f32_to_bf16: nearest even, NaN quieted), on 16 lanes.
+inline __m512 round_bf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i hi = _mm512_set1_epi32(int(0xffff0000u));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), hi);
+  const __m512i q = _mm512_or_si512(_mm512_and_si512(u, hi), _mm512_set1_epi32(0x00400000));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(nan, r, q));
+}
+
 void lane_pack_x(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t t0, int64_t t1, float* xp) {
   const int64_t S = lane_steps(order, k);
-  alignas(64) float chunk[32];
+  const __mmask16 tile_rows = __mmask16((1u << kMr) - 1);
+  auto load = [&](int64_t row, int64_t col) {  // 16 floats of x from col, +0 past k or m
+    return row < m && col < k ? _mm512_maskz_loadu_ps(mask16(k - col), x + row * k + col) : _mm512_setzero_ps();
+  };
   for (int64_t t = t0; t < t1; ++t) {
     float* xt = xp + t * 16 * S * kMr;
     if (order == LaneOrder::kF32) {
       // Chunk c of the tile's rows (rows 12-15 and rows past m are +0), transposed: lane l
       // of every row lands in the 12 floats of (l, step c).
       for (int64_t c = 0; c < S; ++c) {
-        const __mmask16 mk = mask16(k - 16 * c);
         __m512 r[16];
-        GANNET_UNROLL for (int i = 0; i < 16; ++i) {
-          const int64_t row = t * kMr + i;
-          r[i] = i < kMr && row < m ? _mm512_maskz_loadu_ps(mk, x + row * k + 16 * c) : _mm512_setzero_ps();
-        }
+        GANNET_UNROLL for (int i = 0; i < 16; ++i) r[i] = i < kMr ? load(t * kMr + i, 16 * c) : _mm512_setzero_ps();
         transpose16(r);
-        GANNET_UNROLL for (int l = 0; l < 16; ++l) _mm512_mask_storeu_ps(xt + (l * S + c) * kMr, __mmask16(0x0fff), r[l]);
+        GANNET_UNROLL for (int l = 0; l < 16; ++l) _mm512_mask_storeu_ps(xt + (l * S + c) * kMr, tile_rows, r[l]);
       }
+      continue;
     }
-    for (int i = 0; i < kMr; ++i) {
-      const int64_t row = t * kMr + i;
-      const float* xr = x + row * k;
-      if (order == LaneOrder::kF32) {
-        continue;  // below, a whole tile at a time
-      } else {
-        for (int64_t c = 0; c < S / 2; ++c) {
-          for (int e = 0; e < 32; ++e) {
-            const int64_t col = 32 * c + e;
-            chunk[e] = row < m && col < k ? bf16_to_f32(f32_to_bf16(xr[col])) : 0.0f;
-          }
-          for (int l = 0; l < 16; ++l) {
-            xt[(l * S + 2 * c) * kMr + i] = chunk[2 * l + 1];
-            xt[(l * S + 2 * c + 1) * kMr + i] = chunk[2 * l];
-          }
+    // bf16 order: chunk c's 32 elements rounded to bf16; lane l's odd element 2l + 1 goes
+    // to step 2c, its even one to step 2c + 1.
+    const __m512i odd_idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i even_idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (int64_t c = 0; c < S / 2; ++c) {
+      __m512 odd[16], even[16];
+      GANNET_UNROLL for (int i = 0; i < 16; ++i) {
+        if (i < kMr) {
+          const int64_t row = t * kMr + i;
+          const __m512 a = round_bf16(load(row, 32 * c)), b = round_bf16(load(row, 32 * c + 16));
+          odd[i] = _mm512_permutex2var_ps(a, odd_idx, b);
+          even[i] = _mm512_permutex2var_ps(a, even_idx, b);
+        } else {
+          odd[i] = even[i] = _mm512_setzero_ps();
         }
+      }
+      transpose16(odd);
+      transpose16(even);
+      GANNET_UNROLL for (int l = 0; l < 16; ++l) {
+        _mm512_mask_storeu_ps(xt + (l * S + 2 * c) * kMr, tile_rows, odd[l]);
+        _mm512_mask_storeu_ps(xt + (l * S + 2 * c + 1) * kMr, tile_rows, even[l]);
       }
     }
   }
