@@ -13,21 +13,24 @@ into the GGUF:
   * one token per id, 0 .. vocab_size-1, whose text is "<|ID|>";
   * every token USER_DEFINED (ids 0 and 1, bos and eos, CONTROL), so llama.cpp's
     tokenizer matches the texts as whole tokens: the prompt "<|0|><|17|><|5|>" becomes
-    exactly [0, 17, 5] (llama-simple tokenizes with special-token parsing on), and each
+    exactly [0, 17, 5] (llama-completion tokenizes with special-token parsing on), and each
     generated token prints back as "<|ID|>";
   * tokenizer model "gpt2", pre-tokenizer "default", one dummy merge (llama.cpp
     refuses a gpt2 vocabulary without a merges array);
   * bos/eos ids from config.json, and no automatic BOS: the caller writes the ids it
     wants, the same ones gannet gets as prompt_token_ids.
 
-Tensors are untouched by the wrapper: the DeepseekV4Model class decides their types
-(README.md in this folder).
+Tensors are left to the DeepseekV4Model class (README.md), except that
+V4_GGUF_BF16_TENSORS=REGEX stores the FP8 linears whose checkpoint name matches as BF16
+instead of Q8_0 (an experiment for llama.cpp's AMX path; not used by default).
 
 usage: python convert_v4_gguf.py LLAMA_CPP_DIR MODEL_DIR --outfile F.gguf [converter flags]
 """
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -68,6 +71,20 @@ def main() -> None:
         w.add_add_eos_token(False)
 
     DeepseekV4Model.set_vocab = set_synthetic_vocab
+
+    # Optional: FP8 linears whose checkpoint name matches this regex are stored BF16
+    # instead of the class's Q8_0 (see README.md: llama.cpp's AMX path).
+    bf16_re = os.environ.get("V4_GGUF_BF16_TENSORS")
+    if bf16_re:
+        pattern = re.compile(bf16_re)
+        force_quant = DeepseekV4Model.tensor_force_quant
+
+        def tensor_force_quant(self, name, new_name, bid, n_dims):
+            if name in self._dsv4_fp8_dequantized and n_dims >= 2 and pattern.search(name):
+                return gguf.GGMLQuantizationType.BF16
+            return force_quant(self, name, new_name, bid, n_dims)
+
+        DeepseekV4Model.tensor_force_quant = tensor_force_quant
     convert_hf_to_gguf.main()
 
 

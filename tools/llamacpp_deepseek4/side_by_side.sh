@@ -32,6 +32,7 @@ PRESET="${PRESET:-small}"                         # gannet make-model preset
 MODEL="${MODEL:-/tmp/v4-$PRESET}"                 # gannet checkpoint folder
 GGUF="${GGUF:-$WORK/v4-$PRESET.gguf}"             # converted model
 THREADS="${THREADS:-2}"
+LLAMA_REPACK="${LLAMA_REPACK:-1}"                 # 0: llama.cpp without extra buffer types
 PAIRS="${PAIRS:-5}"                               # A/B rounds
 INPUT_LEN="${INPUT_LEN:-128}"                     # context before timed decode steps
 OUT_B1="${OUT_B1:-64}"                            # decode tokens timed at batch 1
@@ -42,6 +43,7 @@ GREEDY_N="${GREEDY_N:-8}"
 NICE="${NICE:-nice -n 10}"                        # set NICE= for the real timing series
 
 BIN="$LBUILD/bin"
+NO_REPACK=""; [ "$LLAMA_REPACK" = 0 ] && NO_REPACK="-nr"   # common-args tools' spelling
 RES="$WORK/results"
 mkdir -p "$WORK" "$RES"
 log() { printf '== %s\n' "$*" >&2; }
@@ -58,18 +60,32 @@ step_fetch() {
     tar -xzf "$tgz" -C "$WORK"
 }
 
-# ---- 2. llama.cpp build (CPU, native, about 10-15 min on 2 cores) -------------------
-LLAMA_TARGETS=(llama-bench llama-batched-bench llama-simple)
+# ---- 2. llama.cpp build (CPU, native, about 15 min on 2 cores) ----------------------
+# AMX is left out of ggml (-mno-amx-*; -march=native would turn it on where the CPU flags
+# it). On our 2-core VM llama.cpp's AMX path is unusable for deepseek4: its AMX buffer
+# takes the Q8_0 weights, then (a) the graph scheduler aborts on the grouped attn_output_a
+# product, which the AMX buffer does not support ("GGML_ASSERT(*cur_backend_id != -1)"),
+# and (b) with that tensor moved out, any batch > 1 dies in the AMX kernel (SIGILL on
+# tilezero, or SIGSEGV). Without AMX, the Q8_0 weights sit in the plain CPU buffer and
+# the MXFP4 experts in CPU_REPACK (8x8 interleaved), which works at every batch size.
+# LLAMA_NO_AMX=0 keeps an AMX build; then run with LLAMA_REPACK=0 (no extra buffer
+# types at all, experts unrepacked too).
+LLAMA_NO_AMX="${LLAMA_NO_AMX:-1}"
+LLAMA_TARGETS=(llama-bench llama-batched-bench llama-completion)
 step_build() {
-    local t missing=0
+    local t missing=0 flags=""
+    [ "$LLAMA_NO_AMX" = 1 ] && flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
     for t in "${LLAMA_TARGETS[@]}"; do [ -x "$BIN/$t" ] || missing=1; done
-    [ "$missing" = 0 ] && return
-    log "building llama.cpp into $LBUILD"
-    if [ ! -f "$LBUILD/build.ninja" ]; then
-        cmake -S "$LLAMA_SRC" -B "$LBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-            -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
+    if [ -f "$LBUILD/CMakeCache.txt" ] &&
+        ! grep -qx "CMAKE_CXX_FLAGS:STRING=$flags" "$LBUILD/CMakeCache.txt"; then
+        missing=1   # configured with other flags: reconfigure (a full rebuild)
     fi
-    # (this llama.cpp has no llama-cli target; llama-simple is enough for the greedy check)
+    [ "$missing" = 0 ] && return
+    log "building llama.cpp into $LBUILD (CXX flags: '${flags}')"
+    cmake -S "$LLAMA_SRC" -B "$LBUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
+        -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" > "$RES/cmake.log"
+    # (this llama.cpp has no llama-cli target; llama-completion is the old CLI)
     $NICE ninja -C "$LBUILD" "${LLAMA_TARGETS[@]}"
 }
 
@@ -104,11 +120,12 @@ step_convert() {
     $NICE "$VENV/bin/python" "$HERE/convert_v4_gguf.py" "$LLAMA_SRC" "$MODEL" \
         --outfile "$GGUF" --outtype q8_0 > "$RES/convert.log" 2>&1 \
         || { tail -30 "$RES/convert.log"; exit 1; }
-    grep -E -- "-->|MXFP4" "$RES/convert.log" | sed -E 's/.*(-->[^,]*),.*/\1/' | sort | uniq -c >&2
+    { grep -oE -- "--> [A-Z0-9_]+" "$RES/convert.log"; grep -oE "to (MXFP4|I32)" "$RES/convert.log"; } \
+        | sort | uniq -c >&2   # tensor count per stored type
 }
 
 # ---- 6. greedy agreement ------------------------------------------------------------
-# Prompt: bos, then ids spread over the vocabulary. llama-simple gets them as the
+# Prompt: bos, then ids spread over the vocabulary. llama-completion gets them as the
 # synthetic vocabulary's texts "<|ID|>" and prints the continuation the same way.
 step_greedy() {
     local vocab ids text
@@ -118,13 +135,16 @@ step_greedy() {
     log "greedy: prompt ids [$ids]"
 
     echo "{\"prompt_token_ids\": [$ids]}" > "$RES/greedy_prompt.jsonl"
-    "$GANNET" generate --model "$MODEL" --prompts "$RES/greedy_prompt.jsonl" --temperature 0 \
+    $NICE "$GANNET" generate --model "$MODEL" --prompts "$RES/greedy_prompt.jsonl" --temperature 0 \
         --max-tokens "$GREEDY_N" --threads "$THREADS" --json 2> "$RES/greedy_gannet.err" \
         | python3 -c "import json,sys; print(*json.loads(sys.stdin.readline())['token_ids'])" \
         > "$RES/greedy_gannet.txt"
 
-    "$BIN/llama-simple" -m "$GGUF" -n "$GREEDY_N" "$text" 2> "$RES/greedy_llama.err" \
-        | python3 -c "import re,sys; t=[int(x) for x in re.findall(r'<\|(\d+)\|>', sys.stdin.read())]; print(*t[$(echo "$ids" | tr ',' '\n' | wc -l):])" \
+    # --temp 0 --top-k 1: argmax; --no-display-prompt: stdout is the continuation only
+    $NICE "$BIN/llama-completion" -m "$GGUF" -p "$text" -n "$GREEDY_N" --temp 0 --top-k 1 \
+        -c 512 -t "$THREADS" -no-cnv --no-warmup --no-display-prompt $NO_REPACK \
+        < /dev/null 2> "$RES/greedy_llama.err" \
+        | python3 -c "import re,sys; print(*re.findall(r'<\|(\d+)\|>', sys.stdin.read()))" \
         > "$RES/greedy_llama.txt"
 
     python3 - "$RES/greedy_gannet.txt" "$RES/greedy_llama.txt" <<'EOF'
@@ -156,11 +176,11 @@ g_prefill() {
     python3 -c "import json; print(json.load(open('$RES/g.json'))['rows'][0]['tokens_per_s'])"
 }
 l_bench() {  # llama-bench args -> avg t/s
-    $NICE "$BIN/llama-bench" -m "$GGUF" -t "$THREADS" -lm none -o jsonl "$@" > "$RES/l.out" 2> "$RES/l.err"
+    $NICE "$BIN/llama-bench" -m "$GGUF" -t "$THREADS" -lm none --repack "$LLAMA_REPACK" -o jsonl "$@" > "$RES/l.out" 2> "$RES/l.err"
     python3 -c "import json; print(json.loads(open('$RES/l.out').read().splitlines()[-1])['avg_ts'])"
 }
 l_batched() {
-    $NICE "$BIN/llama-batched-bench" -m "$GGUF" -t "$THREADS" -lm none -npp "$INPUT_LEN" \
+    $NICE "$BIN/llama-batched-bench" -m "$GGUF" -t "$THREADS" -lm none $NO_REPACK -npp "$INPUT_LEN" \
         -ntg "$OUT_B32" -npl "$BATCH" -c $((BATCH * (INPUT_LEN + OUT_B32))) \
         --output-format jsonl > "$RES/l.out" 2> "$RES/l.err"
     grep -h '^{' "$RES/l.out" "$RES/l.err" | tail -1 | python3 -c "import json,sys; print(json.load(sys.stdin)['speed_tg'])"
