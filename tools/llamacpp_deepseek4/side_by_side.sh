@@ -22,14 +22,14 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 
 # ---- settings (environment variables) -----------------------------------------------
-WORK="${WORK:-/tmp/lcpp}"                         # sdist, llama.cpp build, venv, GGUF
+WORK="${WORK:-${TMPDIR:-/tmp}/gannet-llamacpp}"   # sdist, llama.cpp build, venv, GGUF, model
 LCPP_VERSION="${LCPP_VERSION:-0.3.36}"            # llama-cpp-python sdist version
 LLAMA_SRC="${LLAMA_SRC:-$WORK/llama_cpp_python-$LCPP_VERSION/vendor/llama.cpp}"
 LBUILD="${LBUILD:-$WORK/lbuild}"                  # llama.cpp build folder
 VENV="${VENV:-$WORK/venv}"                        # converter's Python
 GANNET="${GANNET:-$REPO/build/gannet}"            # a built gannet binary
 PRESET="${PRESET:-small}"                         # gannet make-model preset
-MODEL="${MODEL:-/tmp/v4-$PRESET}"                 # gannet checkpoint folder
+MODEL="${MODEL:-$WORK/v4-$PRESET}"                # gannet checkpoint folder
 GGUF="${GGUF:-$WORK/v4-$PRESET.gguf}"             # converted model
 THREADS="${THREADS:-2}"
 LLAMA_REPACK="${LLAMA_REPACK:-1}"                 # 0: llama.cpp without extra buffer types
