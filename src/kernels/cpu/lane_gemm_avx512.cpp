@@ -1,13 +1,13 @@
 // Lane-split GEMM (lane_gemm.h): packing, the 12 x 32 single-lane register tile, and the
 // tree across the 16 lane partials.
 #include "kernels/cpu/lane_gemm.h"
+#include "kernels/cpu/lane_gemm_impl.h"
 
 #include <algorithm>
 
 #include "core/dtype.h"
 #include "kernels/cpu/canonical.h"
 #include "kernels/cpu/packed_matmul_impl.h"
-#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/simd_avx512.h"
 
 namespace gannet::kernels::avx512 {
@@ -201,60 +201,31 @@ void lane_pack_x(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t 
   }
 }
 
+namespace {
+struct Kernel {
+  static constexpr int64_t kMr = kLaneMr, kNr = kLaneNr, kStepBlock = avx512::kStepBlock,
+                          kBlockBytes = avx512::kBlockBytes;
+  static int64_t w_lane_stride(int64_t S) { return avx512::w_lane_stride(S); }
+  static void pack_w_f32(const float* w, int64_t ld, int64_t rows, int64_t k, int64_t S, float* wb) {
+    avx512::pack_w_f32(w, ld, rows, k, S, wb);
+  }
+  static void pack_w_bf16(const uint16_t* w, int64_t ld, int64_t rows, int64_t k, int64_t S, float* wb) {
+    avx512::pack_w_bf16(w, ld, rows, k, S, wb);
+  }
+  static void dequant(const PackedWeight& w, int64_t r0, int64_t nr, float* rows) { dequant_rows(w, r0, r0 + nr, rows); }
+  template <bool kFirst>
+  static void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp) {
+    avx512::micro<kFirst>(xp, wp, steps, p, ldp);
+  }
+  static void tree_store(const float* p, int64_t tiles, int64_t row0, int64_t m, int64_t ncols, float* y, int64_t ldy) {
+    avx512::tree_store(p, tiles, row0, m, ncols, y, ldy);
+  }
+};
+}  // namespace
+
 void lane_gemm_cols(LaneOrder order, const float* xp, int64_t m, int64_t k, const LaneWeight& w, int64_t n0,
                     int64_t n1, float* y, int64_t ldy, const LaneBlocking& blocking) {
-  if (m == 0 || n0 >= n1) return;
-  const int64_t S = lane_steps(order, k);
-  const int64_t panel_floats = 16 * w_lane_stride(S);  // one 32-column w panel
-  const int64_t tiles = lane_tiles(m);
-  const int64_t panels_per_block =
-      blocking.panels > 0 ? blocking.panels : std::max<int64_t>(1, kBlockBytes / (panel_floats * 4));
-  const int64_t tiles_per_block =
-      blocking.tiles > 0 ? blocking.tiles : std::max<int64_t>(1, kBlockBytes / (16 * S * kMr * 4));
-  const int64_t step_block = blocking.steps > 0 ? blocking.steps : kStepBlock;
-  float* const wbuf = thread_scratch(ScratchSlot::kLaneGemmW, size_t(panels_per_block * panel_floats));
-  float* const pbuf = thread_scratch(ScratchSlot::kLaneGemmP, size_t(16 * tiles_per_block * kMr * kNr));
-  float* const rows = w.packed ? thread_scratch(ScratchSlot::kLaneGemmRows, size_t(kNr * k)) : nullptr;
-  const bool daz = order == LaneOrder::kBf16;
-
-  for (int64_t nb = n0; nb < n1; nb += panels_per_block * kNr) {
-    const int64_t ne = std::min(n1, nb + panels_per_block * kNr);
-    const int64_t panels = (ne - nb + kNr - 1) / kNr;
-    for (int64_t p = 0; p < panels; ++p) {
-      const int64_t j = nb + p * kNr, nr = std::min<int64_t>(kNr, ne - j);
-      float* wb = wbuf + p * panel_floats;
-      if (w.f32) pack_w_f32(w.f32 + j * k, k, nr, k, S, wb);
-      else if (w.bf16) pack_w_bf16(w.bf16 + j * k, k, nr, k, S, wb);
-      else {
-        dequant_rows(*w.packed, j, j + nr, rows);
-        pack_w_f32(rows, k, nr, k, S, wb);
-      }
-    }
-    for (int64_t tb = 0; tb < tiles; tb += tiles_per_block) {
-      const int64_t te = std::min(tiles, tb + tiles_per_block), nt = te - tb;
-      for (int64_t p = 0; p < panels; ++p) {
-        const int64_t j = nb + p * kNr, nr = std::min<int64_t>(kNr, ne - j);
-        const float* wb = wbuf + p * panel_floats;
-        const unsigned saved = _mm_getcsr();
-        if (daz) _mm_setcsr(saved | 0x8040u);  // DAZ | FTZ, as vdpbf16ps (denormals.h)
-        for (int l = 0; l < 16; ++l) {
-          float* pl = pbuf + l * kNr;
-          for (int64_t s0 = 0; s0 < S; s0 += step_block) {
-            const int64_t steps = std::min(step_block, S - s0);
-            const float* wl = wb + l * w_lane_stride(S) + s0 * kNr;
-            for (int64_t t = tb; t < te; ++t) {
-              const float* xl = xp + ((t * 16 + l) * S + s0) * kMr;
-              float* pt = pl + (t - tb) * kMr * 16 * kNr;
-              if (s0 == 0) micro<true>(xl, wl, steps, pt, 16 * kNr);
-              else micro<false>(xl, wl, steps, pt, 16 * kNr);
-            }
-          }
-        }
-        if (daz) _mm_setcsr(saved);  // the tree adds run with the caller's MXCSR
-        tree_store(pbuf, nt, tb * kMr, m, nr, y + j, ldy);
-      }
-    }
-  }
+  lane_gemm_cols_blocked<Kernel>(order, xp, m, k, w, n0, n1, y, ldy, blocking);
 }
 
 }  // namespace gannet::kernels::avx512
