@@ -20,6 +20,10 @@
 // Fully unrolls a loop over a register tile's rows or columns, so its accumulators stay
 // in registers (GCC otherwise keeps acc[MR][NR] arrays in memory).
 #define GANNET_UNROLL _Pragma("GCC unroll 16")
+// A kernel compiled as its own function (its registers allocated for its loop alone, not
+// for the dispatcher it would be inlined into) and a lambda inlined into its loop.
+#define GANNET_NOINLINE __attribute__((noinline))
+#define GANNET_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))
 
 namespace gannet::kernels::avx512 {
 
