@@ -20,6 +20,7 @@
 #include "chat/chat_format.h"
 #include "chat/output_parser.h"
 #include "structured/tool_grammar.h"
+#include "server/anthropic_request.h"
 #include "server/engine_loop.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -84,6 +85,16 @@ int64_t unix_now() {
 // The body as JSON with key order kept, or a 400 naming the problem.
 std::optional<ojson> parse_body(const httplib::Request& req, httplib::Response& res);
 
+// What prepare_chat makes of a chat request: shared by /v1/chat/completions and
+// /v1/messages.
+struct PreparedChat {
+  std::string prompt;                    // as rendered by the chat format
+  std::vector<int32_t> ids;              // its tokens (image markers as placeholder ids)
+  std::vector<vision::RgbImage> images;  // decoded image parts, in order
+  bool want_tools = false;               // tool calls are read back from the output
+  bool reasoning = false;                // the prompt opened a reasoning block
+};
+
 class Server {
  public:
   Server(std::unique_ptr<engine::Engine> engine, ServerOptions o, ChatFormat chat, Collective* group)
@@ -94,10 +105,17 @@ class Server {
   void stop() { http_.stop(); }
 
  private:
-  bool authorized(const httplib::Request& req, httplib::Response& res);
+  // --api-key: "Authorization: Bearer KEY" or (Anthropic's clients) "x-api-key: KEY".
+  bool authorized(const httplib::Request& req, httplib::Response& res, bool anthropic = false);
   void completions(const httplib::Request& req, httplib::Response& res);
   void chat_completions(const httplib::Request& req, httplib::Response& res);
+  // A chat request made ready to run (images decoded, prompt rendered and encoded, tool
+  // grammar set, max_tokens checked against the context), or the error to answer with.
+  std::optional<ApiError> prepare_chat(ChatRequest& cr, PreparedChat& out);
   void tokenize(const httplib::Request& req, httplib::Response& res, bool detokenize);
+  // POST /v1/messages and /v1/messages/count_tokens (Anthropic's Messages API).
+  void messages(const httplib::Request& req, httplib::Response& res);
+  void count_tokens(const httplib::Request& req, httplib::Response& res);
   void metrics(httplib::Response& res);
   std::string next_id() { return "cmpl-" + std::to_string(++ids_); }
 
@@ -139,10 +157,13 @@ json tool_call_deltas(const std::vector<chat::ToolCallDelta>& ds, bool parallel)
   return out;
 }
 
-bool Server::authorized(const httplib::Request& req, httplib::Response& res) {
+bool Server::authorized(const httplib::Request& req, httplib::Response& res, bool anthropic) {
   if (o_.api_key.empty()) return true;
   if (req.get_header_value("Authorization") == "Bearer " + o_.api_key) return true;
-  send_error(res, {401, "invalid API key", "authentication_error", "", "invalid_api_key"});
+  if (req.has_header("x-api-key") && req.get_header_value("x-api-key") == o_.api_key) return true;
+  const ApiError e{401, "invalid API key", "authentication_error", "", "invalid_api_key"};
+  if (anthropic) send_json(res, 401, anthropic_error_body(e));
+  else send_error(res, e);
   return false;
 }
 
@@ -321,99 +342,86 @@ void Server::completions(const httplib::Request& req, httplib::Response& res) {
       });
 }
 
-void Server::chat_completions(const httplib::Request& req, httplib::Response& res) {
-  std::optional<ojson> body = parse_body(req, res);
-  if (!body) return;
-  ChatRequest cr;
-  try {
-    cr = parse_chat(*body, o_.served_model_name);
-  } catch (const ApiError& e) {
-    return send_error(res, e);
-  }
-  const tokenizer::Tokenizer* tok = loop_.engine().tokenizer();
-  if (!tok) return send_error(res, bad_request("this model has no tokenizer, so it cannot chat"));
+std::optional<ApiError> Server::prepare_chat(ChatRequest& cr, PreparedChat& out) {
+  if (!loop_.engine().tokenizer()) return bad_request("this model has no tokenizer, so it cannot chat");
   if (!chat_.available())
-    return send_error(res, bad_request("this model has no chat template (start the server with --chat-template FILE)", "messages"));
+    return bad_request("this model has no chat template (start the server with --chat-template FILE)", "messages");
   // Images (image_url parts): decoded here, before anything is queued; a vision model's
   // encoder places one image marker per part, expanded by the engine to the image's span.
-  std::vector<vision::RgbImage> images;
   if (!cr.images.empty()) {
     const engine::Engine& eng = loop_.engine();
     if (eng.image_token_id() < 0 || chat_.deepseek() != chat::DeepseekVersion::kV41)
-      return send_error(res, bad_request(cr.images[0].first + ": this model takes no images (no vision tower)", "messages"));
+      return bad_request(cr.images[0].first + ": this model takes no images (no vision tower)", "messages");
     if (loop_.ranks() > 1)
-      return send_error(res, bad_request(cr.images[0].first + ": images are not served by a data-parallel (mpirun) server yet",
-                                         "messages"));
+      return bad_request(cr.images[0].first + ": images are not served by a data-parallel (mpirun) server yet",
+                                         "messages");
     if (int64_t(cr.images.size()) > eng.args().limit_images_per_prompt)
-      return send_error(res, bad_request(std::to_string(cr.images.size()) + " images, more than --limit-images-per-prompt " +
+      return bad_request(std::to_string(cr.images.size()) + " images, more than --limit-images-per-prompt " +
                                              std::to_string(eng.args().limit_images_per_prompt),
-                                         "messages"));
+                                         "messages");
     vision::DecodeLimits limits;
     limits.max_pixels = eng.args().max_image_pixels;
     try {
-      for (const auto& [field, url] : cr.images) images.push_back(vision::decode_data_url(url, field, limits));
+      for (const auto& [field, url] : cr.images) out.images.push_back(vision::decode_data_url(url, field, limits));
     } catch (const Error& e) {
-      return send_error(res, bad_request(e.what(), "messages"));
+      return bad_request(e.what(), "messages");
     }
   }
-  const bool want_tools = !cr.chat.tools.is_null() && cr.tool_choice != "none";  // calls read back
-  if (want_tools && !chat_.reads_tool_calls())
-    return send_error(res, bad_request("'tools': gannet reads no tool calls back from this chat format (" + chat_.origin() +
+  out.want_tools = !cr.chat.tools.is_null() && cr.tool_choice != "none";  // calls read back
+  if (out.want_tools && !chat_.reads_tool_calls())
+    return bad_request("'tools': gannet reads no tool calls back from this chat format (" + chat_.origin() +
                                        "; it reads DeepSeek-V4 / V4.1 DSML, Qwen's <tool_call> and Llama 3's JSON calls)",
-                                       "tools"));
-  const bool forced = want_tools && cr.tool_choice != "auto";  // "required" or a named function
+                                       "tools");
+  const bool forced = out.want_tools && cr.tool_choice != "auto";  // "required" or a named function
   if (forced && cr.params.structured.active())
-    return send_error(res, bad_request("'tool_choice' " + (cr.tool_choice == "function" ? "naming a function" : std::string("\"required\"")) +
+    return bad_request("'tool_choice' " + (cr.tool_choice == "function" ? "naming a function" : std::string("\"required\"")) +
                                        " constrains the output to a call, so it cannot be combined with response_format / structured",
-                                       "tool_choice"));
+                                       "tool_choice");
   if (cr.reasoning_effort_given) {
     if (!chat_.deepseek())
-      return send_error(res, bad_request("'reasoning_effort': this model's chat template has no reasoning-effort setting",
-                                         "reasoning_effort"));
+      return bad_request("'reasoning_effort': this model's chat template has no reasoning-effort setting",
+                                         "reasoning_effort");
     // Effort applies to thinking: it turns thinking on unless the request turned it off.
     const ojson& kw = cr.chat.kwargs;
     for (const char* k : {"thinking", "enable_thinking"})
       if (kw.contains(k) && kw[k] == false)
-        return send_error(res, bad_request(std::string("'reasoning_effort' needs thinking, and chat_template_kwargs.") + k +
-                                           " is false", "reasoning_effort"));
+        return bad_request(std::string("'reasoning_effort' needs thinking, and chat_template_kwargs.") + k +
+                                           " is false", "reasoning_effort");
     if (kw.contains("thinking_mode") && kw["thinking_mode"] == "chat")
-      return send_error(res, bad_request("'reasoning_effort' needs thinking, and chat_template_kwargs.thinking_mode is "
-                                         "\"chat\"", "reasoning_effort"));
+      return bad_request("'reasoning_effort' needs thinking, and chat_template_kwargs.thinking_mode is "
+                                         "\"chat\"", "reasoning_effort");
     if (!kw.contains("thinking") && !kw.contains("enable_thinking") && !kw.contains("thinking_mode"))
       cr.chat.kwargs["thinking"] = true;
   }
-  bool reasoning = false;
-  std::vector<int32_t> ids;
-  std::string prompt;
   try {
     // DeepSeek-V4.1's encoder takes content parts itself (joined by blank lines).
     const bool raw = chat_.deepseek() == chat::DeepseekVersion::kV41;
-    prompt = chat_.render(raw ? cr.raw_messages : cr.messages, cr.chat, &reasoning);
+    out.prompt = chat_.render(raw ? cr.raw_messages : cr.messages, cr.chat, &out.reasoning);
     // The template writes BOS itself; a vision model's image markers become placeholder ids.
-    ids = loop_.engine().encode_with_image_markers(prompt, /*add_special_tokens=*/false);
-    const int64_t markers = std::count(ids.begin(), ids.end(), int32_t(loop_.engine().image_token_id()));
-    if (!images.empty() && markers != int64_t(images.size()))
-      return send_error(res, bad_request("the chat encoder placed " + std::to_string(markers) + " image(s) for " +
-                                             std::to_string(images.size()) + " image part(s)",
-                                         "messages"));
+    out.ids = loop_.engine().encode_with_image_markers(out.prompt, /*add_special_tokens=*/false);
+    const int64_t markers = std::count(out.ids.begin(), out.ids.end(), int32_t(loop_.engine().image_token_id()));
+    if (!out.images.empty() && markers != int64_t(out.images.size()))
+      return bad_request("the chat encoder placed " + std::to_string(markers) + " image(s) for " +
+                                             std::to_string(out.images.size()) + " image part(s)",
+                                         "messages");
   } catch (const Error& e) {
     const std::string m = e.what();
-    return send_error(res, bad_request(m, m.find("reasoning_effort") != std::string::npos ? "reasoning_effort" : "messages"));
+    return bad_request(m, m.find("reasoning_effort") != std::string::npos ? "reasoning_effort" : "messages");
   }
-  if (ids.empty()) return send_error(res, bad_request("the chat template rendered an empty prompt", "messages"));
+  if (out.ids.empty()) return bad_request("the chat template rendered an empty prompt", "messages");
   // With thinking on, a request's grammar holds for the answer, after the reasoning ends.
-  if (reasoning && cr.params.structured.active() && cr.params.structured.trigger.empty())
+  if (out.reasoning && cr.params.structured.active() && cr.params.structured.trigger.empty())
     cr.params.structured.trigger = "</think>";
   // Constrained calls: "required" / a named function make the answer (after the reasoning,
   // when thinking) exactly a call block; under "auto" a block the model opens is held to
   // the tools' schemas from its first tag on. A request's own grammar wins under "auto".
-  if (want_tools && (forced || !cr.params.structured.active())) {
+  if (out.want_tools && (forced || !cr.params.structured.active())) {
     ojson tools = ojson::array();
     for (const ojson& tool : cr.chat.tools)
       if (!forced || cr.tool_choice == "required" || tool["function"]["name"] == cr.tool_name) tools.push_back(tool);
     // A named function is called once (as OpenAI and vLLM do), whatever parallel_tool_calls says.
     const bool several = cr.parallel_tool_calls && cr.tool_name.empty();
-    const std::optional<ChatFormat::ToolGrammar> tg = chat_.tool_grammar(tools, several, forced, prompt);
+    const std::optional<ChatFormat::ToolGrammar> tg = chat_.tool_grammar(tools, several, forced, out.prompt);
     StructuredOutput& so = cr.params.structured;
     if (tg) {  // none for "auto" with a family whose calls no marker opens (Llama)
       so.kind = StructuredOutput::Kind::kToolCalls;
@@ -426,22 +434,40 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
         ws.max_run = so.max_whitespace;
         (void)structured::compile_tool_calls(so.spec, ws);
       } catch (const Error& e) {
-        return send_error(res, bad_request(std::string("'tools': ") + e.what(), "tools"));
+        return bad_request(std::string("'tools': ") + e.what(), "tools");
       }
     }
   }
   const int64_t ctx = loop_.engine().max_model_len();
   if (!cr.max_tokens_given)  // OpenAI's default: as much as the context leaves
-    cr.params.max_tokens = std::max<int64_t>(1, ctx - int64_t(ids.size()));
+    cr.params.max_tokens = std::max<int64_t>(1, ctx - int64_t(out.ids.size()));
   // Refused here, before a stream starts (the engine would refuse it too, mid-stream).
-  if (int64_t(ids.size()) + cr.params.max_tokens > ctx)
-    return send_error(res, bad_request("the conversation is " + std::to_string(ids.size()) + " tokens and max_tokens " +
+  if (int64_t(out.ids.size()) + cr.params.max_tokens > ctx)
+    return bad_request("the conversation is " + std::to_string(out.ids.size()) + " tokens and max_tokens " +
                                            std::to_string(cr.params.max_tokens) + ": more than the context of " +
                                            std::to_string(ctx) + " tokens (max_model_len)",
-                                       cr.max_tokens_given ? "max_tokens" : "messages"));
+                                       cr.max_tokens_given ? "max_tokens" : "messages");
+  return std::nullopt;
+}
+
+void Server::chat_completions(const httplib::Request& req, httplib::Response& res) {
+  std::optional<ojson> body = parse_body(req, res);
+  if (!body) return;
+  ChatRequest cr;
+  try {
+    cr = parse_chat(*body, o_.served_model_name);
+  } catch (const ApiError& e) {
+    return send_error(res, e);
+  }
+  const tokenizer::Tokenizer* tok = loop_.engine().tokenizer();
+  PreparedChat pc;
+  if (std::optional<ApiError> e = prepare_chat(cr, pc)) return send_error(res, *e);
+  const std::string& prompt = pc.prompt;
+  const std::vector<int32_t>& ids = pc.ids;
+  const bool want_tools = pc.want_tools, reasoning = pc.reasoning;
   const std::string id = "chatcmpl-" + std::to_string(++ids_);
   const int64_t created = unix_now();
-  std::shared_ptr<OutputStream> stream = loop_.submit(id, "", ids, cr.params, std::move(images));
+  std::shared_ptr<OutputStream> stream = loop_.submit(id, "", ids, cr.params, std::move(pc.images));
   const bool want_lp = cr.logprobs;
   // Tool calls are read back when the request has tools; call ids are unique per response.
   auto parser_options = [&](int64_t choice) {
@@ -584,6 +610,256 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
             if (!send(j)) return false;
           }
           send_done(sink);
+        }
+        return true;
+      },
+      [this, id](bool success) {
+        if (!success) loop_.abort(id);  // the client went away: free its request
+      });
+}
+
+// Anthropic's Messages API. The request is rewritten as a chat request
+// (anthropic_request.h) and prepared as /v1/chat/completions prepares one; the output
+// parser's reasoning, text and tool calls become thinking, text and tool_use blocks, in
+// the order the model wrote them.
+namespace {
+
+void send_anthropic_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, anthropic_error_body(e)); }
+
+// One server-sent event as Anthropic writes them: "event: TYPE" then "data: JSON".
+bool send_named_event(httplib::DataSink& sink, const json& j, std::chrono::steady_clock::time_point& last) {
+  const std::string s = "event: " + j["type"].get<std::string>() + "\ndata: " +
+                        j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  last = std::chrono::steady_clock::now();
+  return sink.write(s.data(), s.size());
+}
+
+// stop_reason and stop_sequence of a finished sample.
+std::pair<std::string, json> anthropic_stop(const CompletionOutput& c, bool called) {
+  if (called && c.finish_reason == "stop") return {"tool_use", nullptr};
+  if (c.finish_reason == "length") return {"max_tokens", nullptr};
+  if (const std::string* s = std::get_if<std::string>(&c.stop_reason)) return {"stop_sequence", *s};
+  return {"end_turn", nullptr};
+}
+
+json anthropic_usage(int64_t prompt, int64_t cached, int64_t output) {
+  return {{"input_tokens", prompt - cached},
+          {"cache_creation_input_tokens", 0},
+          {"cache_read_input_tokens", cached},
+          {"output_tokens", output}};
+}
+
+// A tool call's arguments (JSON text) as tool_use input; text that is not a JSON object
+// (a malformed call) becomes {}.
+json tool_input(const std::string& arguments) {
+  json j = json::parse(arguments, nullptr, false);
+  return j.is_object() ? j : json::object();
+}
+
+}  // namespace
+
+void Server::count_tokens(const httplib::Request& req, httplib::Response& res) {
+  std::optional<ojson> body;
+  try {
+    body = ojson::parse(req.body);
+  } catch (const ojson::exception& e) {
+    return send_anthropic_error(res, bad_request(std::string("malformed JSON: ") + e.what()));
+  }
+  try {
+    MessagesRequest mr = parse_messages(*body, o_.served_model_name, /*count_tokens=*/true);
+    PreparedChat pc;
+    if (std::optional<ApiError> e = prepare_chat(mr.chat, pc)) return send_anthropic_error(res, *e);
+    return send_json(res, 200, {{"input_tokens", pc.ids.size()}});
+  } catch (const ApiError& e) {
+    return send_anthropic_error(res, e);
+  }
+}
+
+void Server::messages(const httplib::Request& req, httplib::Response& res) {
+  std::optional<ojson> body;
+  try {
+    body = ojson::parse(req.body);
+  } catch (const ojson::exception& e) {
+    return send_anthropic_error(res, bad_request(std::string("malformed JSON: ") + e.what()));
+  }
+  MessagesRequest mr;
+  try {
+    mr = parse_messages(*body, o_.served_model_name, /*count_tokens=*/false);
+  } catch (const ApiError& e) {
+    return send_anthropic_error(res, e);
+  }
+  ChatRequest& cr = mr.chat;
+  PreparedChat pc;
+  if (std::optional<ApiError> e = prepare_chat(cr, pc)) return send_anthropic_error(res, *e);
+  const std::string id = "msg_" + std::to_string(++ids_);
+  const int64_t prompt_tokens = int64_t(pc.ids.size());
+  std::shared_ptr<OutputStream> stream = loop_.submit(id, "", pc.ids, cr.params, std::move(pc.images));
+  ChatOutputParser::Options po = chat_.output_options(pc.prompt, pc.want_tools);
+  po.id_prefix = "toolu_" + id.substr(4) + "_";
+  const bool parallel = cr.parallel_tool_calls;
+  const json message = {{"id", id},           {"type", "message"},         {"role", "assistant"},
+                        {"model", o_.served_model_name}, {"content", json::array()}, {"stop_reason", nullptr},
+                        {"stop_sequence", nullptr}};
+
+  if (!cr.stream) {
+    std::optional<RequestOutput> fin;
+    while (!stream->done()) {
+      std::optional<RequestOutput> o = stream->next(1000);
+      if (o && o->finished) fin = std::move(o);
+    }
+    if (!stream->error().empty()) {
+      const std::string msg = stream->error();
+      return send_anthropic_error(res, bad_request(msg, field_of(msg)));
+    }
+    if (!fin || fin->outputs.empty()) return send_anthropic_error(res, {500, "the request ended without an output", "", "", ""});
+    if (!fin->error.empty()) return send_anthropic_error(res, bad_request(fin->error, "structured"));
+    const CompletionOutput& c = fin->outputs[0];
+    ChatOutputParser parser(po);
+    json content = json::array();
+    // Blocks in the order written: consecutive text of one kind joins one block.
+    auto append = [&](const std::string& kind, const std::string& text) {
+      if (text.empty()) return;
+      const char* field = kind == "thinking" ? "thinking" : "text";
+      if (!content.empty() && content.back()["type"] == kind) {
+        content.back()[field] = content.back()[field].get<std::string>() + text;
+        return;
+      }
+      json b = {{"type", kind}, {field, text}};
+      if (kind == "thinking") b["signature"] = "";
+      content.push_back(b);
+    };
+    ToolCalls calls;
+    size_t calls_placed = 0;
+    for (const ChatDelta& d : {parser.feed(c.text), parser.finish()}) {
+      append("thinking", d.reasoning);
+      append("text", d.content);
+      for (const chat::ToolCallDelta& t : d.tool_calls)
+        if (parallel || t.index == 0) calls.add(t);
+    }
+    if (parser.malformed()) ++tool_parse_failures_;
+    for (; calls_placed < calls.list.size(); ++calls_placed) {
+      const json& f = calls.list[calls_placed];
+      content.push_back({{"type", "tool_use"},
+                         {"id", f["id"]},
+                         {"name", f["function"]["name"]},
+                         {"input", tool_input(f["function"]["arguments"].get<std::string>())}});
+    }
+    if (pc.reasoning && (content.empty() || content[0]["type"] != "thinking"))
+      content.insert(content.begin(), json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+    const auto [stop, stop_seq] = anthropic_stop(c, !calls.list.empty());
+    json out = message;
+    out["content"] = content;
+    out["stop_reason"] = stop;
+    out["stop_sequence"] = stop_seq;
+    out["usage"] = anthropic_usage(prompt_tokens, fin->metrics.cached_tokens, int64_t(c.token_ids.size()));
+    return send_json(res, 200, out);
+  }
+
+  // Streaming: message_start (sent with the first output, when the cached prompt tokens
+  // are known), then per block content_block_start / _delta / _stop, then message_delta
+  // with stop_reason and usage, then message_stop.
+  struct State {
+    bool started = false;
+    int block = -1;    // index of the open block, -1 before the first
+    std::string kind;  // "thinking", "text", "tool_use" or "" (none open)
+    size_t tool = 0;   // the open tool_use block's call index
+    size_t sent = 0;   // text bytes taken from the outputs
+    int64_t calls = 0;
+    int64_t cached = 0;
+    std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+  };
+  auto st = std::make_shared<State>();
+  auto parser = std::make_shared<ChatOutputParser>(po);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [st, parser, stream, message, id, prompt_tokens, parallel, reasoning = pc.reasoning, this](size_t,
+                                                                                                 httplib::DataSink& sink) {
+        auto send = [&](const json& j) { return send_named_event(sink, j, st->last_write); };
+        auto close_block = [&]() {
+          if (st->kind.empty()) return true;
+          st->kind.clear();
+          return send({{"type", "content_block_stop"}, {"index", st->block}});
+        };
+        auto open_block = [&](const json& block) {
+          if (!close_block()) return false;
+          st->kind = block["type"].get<std::string>();
+          return send({{"type", "content_block_start"}, {"index", ++st->block}, {"content_block", block}});
+        };
+        auto text = [&](const std::string& kind, const std::string& piece) {
+          if (piece.empty()) return true;
+          if (st->kind != kind) {
+            json b = kind == "thinking" ? json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}
+                                        : json{{"type", "text"}, {"text", ""}};
+            if (!open_block(b)) return false;
+          }
+          const json delta = kind == "thinking" ? json{{"type", "thinking_delta"}, {"thinking", piece}}
+                                                : json{{"type", "text_delta"}, {"text", piece}};
+          return send({{"type", "content_block_delta"}, {"index", st->block}, {"delta", delta}});
+        };
+        std::optional<RequestOutput> o = stream->next(200);
+        if (!o) {
+          if (stream->done()) {
+            const std::string err = stream->error();
+            if (!err.empty()) send(anthropic_error_body(bad_request(err, field_of(err))));
+            sink.done();
+            return true;
+          }
+          if (!keep_alive(sink, st->last_write)) return loop_.abort(id), false;
+          return true;
+        }
+        if (!o->error.empty()) {
+          send(anthropic_error_body(bad_request(o->error, "structured")));
+          sink.done();
+          return true;
+        }
+        if (!st->started) {
+          st->started = true;
+          st->cached = o->metrics.cached_tokens;
+          json m = message;
+          m["usage"] = anthropic_usage(prompt_tokens, st->cached, 0);
+          if (!send({{"type", "message_start"}, {"message", m}})) return loop_.abort(id), false;
+          // A prompt that opened the reasoning block: the answer starts with a thinking block.
+          if (reasoning && !open_block({{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}))
+            return loop_.abort(id), false;
+        }
+        if (o->outputs.empty()) return true;
+        const CompletionOutput& c = o->outputs[0];
+        std::string piece;
+        if (o->finished) piece = c.text.size() > st->sent ? c.text.substr(st->sent) : std::string();
+        else piece = c.text;
+        st->sent += piece.size();
+        ChatDelta d = parser->feed(piece);
+        if (o->finished) {
+          ChatDelta tail = parser->finish();
+          d.reasoning += tail.reasoning;
+          d.content += tail.content;
+          d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+          if (parser->malformed()) ++tool_parse_failures_;
+        }
+        bool ok = text("thinking", d.reasoning) && text("text", d.content);
+        for (const chat::ToolCallDelta& t : d.tool_calls) {
+          if (!ok) break;
+          if (!parallel && t.index > 0) continue;
+          if (st->kind != "tool_use" || st->tool != t.index) {
+            st->tool = t.index;
+            ++st->calls;
+            ok = open_block({{"type", "tool_use"}, {"id", t.id}, {"name", t.name}, {"input", json::object()}});
+          }
+          if (ok && !t.arguments.empty())
+            ok = send({{"type", "content_block_delta"},
+                       {"index", st->block},
+                       {"delta", {{"type", "input_json_delta"}, {"partial_json", t.arguments}}}});
+        }
+        if (!ok) return loop_.abort(id), false;
+        if (o->finished) {
+          const auto [stop, stop_seq] = anthropic_stop(c, st->calls > 0);
+          json usage = anthropic_usage(prompt_tokens, st->cached, int64_t(c.token_ids.size()));
+          if (!close_block() ||
+              !send({{"type", "message_delta"}, {"delta", {{"stop_reason", stop}, {"stop_sequence", stop_seq}}}, {"usage", usage}}) ||
+              !send({{"type", "message_stop"}}))
+            return false;
+          sink.done();
         }
         return true;
       },
@@ -736,6 +1012,12 @@ int Server::run() {
   });
   http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req, res)) chat_completions(req, res);
+  });
+  http_.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+    if (authorized(req, res, true)) messages(req, res);
+  });
+  http_.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
+    if (authorized(req, res, true)) count_tokens(req, res);
   });
   http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req, res)) tokenize(req, res, false);
