@@ -8,8 +8,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-[[noreturn]] void refuse(const std::string& message, const std::string& field) { throw bad_request(message, field); }
-
 // cache_control: a prompt-caching hint. gannet's prefix cache is automatic and exact, so
 // the hint changes nothing; its shape is still checked.
 void check_cache_control(const ojson& v, const std::string& at) {

@@ -22,6 +22,7 @@
 #include "structured/tool_grammar.h"
 #include "server/anthropic_request.h"
 #include "server/engine_loop.h"
+#include "server/responses_request.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 
@@ -116,6 +117,8 @@ class Server {
   // POST /v1/messages and /v1/messages/count_tokens (Anthropic's Messages API).
   void messages(const httplib::Request& req, httplib::Response& res);
   void count_tokens(const httplib::Request& req, httplib::Response& res);
+  // POST /v1/responses (OpenAI's Responses API, stateless).
+  void responses(const httplib::Request& req, httplib::Response& res);
   void metrics(httplib::Response& res);
   std::string next_id() { return "cmpl-" + std::to_string(++ids_); }
 
@@ -868,6 +871,307 @@ void Server::messages(const httplib::Request& req, httplib::Response& res) {
       });
 }
 
+// OpenAI's Responses API, stateless: the request is rewritten as a chat request
+// (responses_request.h) and prepared as /v1/chat/completions prepares one; reasoning,
+// text and tool calls come back as reasoning, message and function_call output items.
+namespace {
+
+// Generated tokens that are reasoning: all of them while the reasoning never closed, else
+// the fewest leading tokens whose text holds "</think>" (found by bisection: decoding a
+// longer prefix never loses it).
+int64_t reasoning_tokens(const CompletionOutput& c, const tokenizer::Tokenizer* tok, bool reasoned, bool closed) {
+  if (!reasoned) return 0;
+  const int64_t n = int64_t(c.token_ids.size());
+  if (!closed || !tok) return n;
+  auto holds = [&](int64_t k) {
+    return tok->decode(std::span<const int32_t>(c.token_ids.data(), size_t(k))).find("</think>") != std::string::npos;
+  };
+  if (!holds(n)) return n;
+  int64_t lo = 0, hi = n;  // holds(hi), !holds(lo)
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    (holds(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+}  // namespace
+
+void Server::responses(const httplib::Request& req, httplib::Response& res) {
+  std::optional<ojson> body = parse_body(req, res);
+  if (!body) return;
+  ResponsesRequest rr;
+  try {
+    rr = parse_responses(*body, o_.served_model_name);
+  } catch (const ApiError& e) {
+    return send_error(res, e);
+  }
+  ChatRequest& cr = rr.chat;
+  PreparedChat pc;
+  if (std::optional<ApiError> e = prepare_chat(cr, pc)) {
+    ApiError named = *e;
+    if (named.param == "messages") named.param = "input";
+    else if (named.param == "reasoning_effort") named.param = "reasoning";
+    else if (named.param == "max_tokens") named.param = "max_output_tokens";
+    return send_error(res, named);
+  }
+  const int64_t n = ++ids_;
+  const std::string id = "resp_" + std::to_string(n);
+  const int64_t prompt_tokens = int64_t(pc.ids.size());
+  std::shared_ptr<OutputStream> stream = loop_.submit(id, "", pc.ids, cr.params, std::move(pc.images));
+  ChatOutputParser::Options po = chat_.output_options(pc.prompt, pc.want_tools);
+  po.id_prefix = "call_" + std::to_string(n) + "_";
+  // The response object's fixed fields: what the request asked for, as OpenAI repeats it.
+  json head = {{"id", id},
+               {"object", "response"},
+               {"created_at", unix_now()},
+               {"status", "in_progress"},
+               {"error", nullptr},
+               {"incomplete_details", nullptr},
+               {"instructions", rr.echo.value("instructions", ojson(nullptr))},
+               {"max_output_tokens", rr.echo.value("max_output_tokens", ojson(nullptr))},
+               {"model", o_.served_model_name},
+               {"output", json::array()},
+               {"parallel_tool_calls", cr.parallel_tool_calls},
+               {"previous_response_id", nullptr},
+               {"reasoning", rr.echo.value("reasoning", ojson(json{{"effort", nullptr}, {"summary", nullptr}}))},
+               {"store", false},
+               {"temperature", rr.echo.value("temperature", ojson(1.0))},
+               {"text", rr.echo.value("text", ojson(json{{"format", {{"type", "text"}}}}))},
+               {"tool_choice", rr.echo.value("tool_choice", ojson("auto"))},
+               {"tools", rr.echo.value("tools", ojson::array())},
+               {"top_p", rr.echo.value("top_p", ojson(1.0))},
+               {"truncation", "disabled"},
+               {"metadata", rr.echo.value("metadata", ojson::object())},
+               {"usage", nullptr}};
+  const tokenizer::Tokenizer* tok = loop_.engine().tokenizer();
+  const bool parallel = cr.parallel_tool_calls;
+  const std::string sn = std::to_string(n);
+  // The finished response: status, incomplete_details and usage from the output.
+  auto finish = [head, prompt_tokens, tok](json output, const RequestOutput& o, bool reasoned, bool closed) {
+    const CompletionOutput& c = o.outputs[0];
+    json r = head;
+    const bool cut = c.finish_reason == "length";
+    r["status"] = cut ? "incomplete" : "completed";
+    if (cut) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
+    r["output"] = std::move(output);
+    const int64_t out_tokens = int64_t(c.token_ids.size());
+    r["usage"] = {{"input_tokens", prompt_tokens},
+                  {"input_tokens_details", {{"cached_tokens", o.metrics.cached_tokens}}},
+                  {"output_tokens", out_tokens},
+                  {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens(c, tok, reasoned, closed)}}},
+                  {"total_tokens", prompt_tokens + out_tokens}};
+    return r;
+  };
+  auto reasoning_item = [sn](const std::string& text) {
+    return json{{"type", "reasoning"},
+                {"id", "rs_" + sn},
+                {"summary", json::array()},
+                {"content", json::array({{{"type", "reasoning_text"}, {"text", text}}})}};
+  };
+  auto message_item = [sn](const std::string& text, const char* status) {
+    return json{{"type", "message"},
+                {"id", "msg_" + sn},
+                {"status", status},
+                {"role", "assistant"},
+                {"content", json::array({{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}}})}};
+  };
+  auto call_item = [sn](size_t k, const std::string& call_id, const std::string& name, const std::string& args,
+                        const char* status) {
+    return json{{"type", "function_call"}, {"id", "fc_" + sn + "_" + std::to_string(k)}, {"call_id", call_id},
+                {"name", name},            {"arguments", args},                            {"status", status}};
+  };
+
+  if (!cr.stream) {
+    std::optional<RequestOutput> fin;
+    while (!stream->done()) {
+      std::optional<RequestOutput> o = stream->next(1000);
+      if (o && o->finished) fin = std::move(o);
+    }
+    if (!stream->error().empty()) {
+      const std::string msg = stream->error();
+      return send_error(res, bad_request(msg, field_of(msg)));
+    }
+    if (!fin || fin->outputs.empty()) return send_error(res, {500, "the request ended without an output", "server_error", "", ""});
+    if (!fin->error.empty()) return send_error(res, bad_request(fin->error, "text"));
+    ChatOutputParser parser(po);
+    std::string r, content;
+    ToolCalls calls;
+    for (const ChatDelta& d : {parser.feed(fin->outputs[0].text), parser.finish()}) {
+      r += d.reasoning;
+      content += d.content;
+      for (const chat::ToolCallDelta& t : d.tool_calls)
+        if (parallel || t.index == 0) calls.add(t);
+    }
+    if (parser.malformed()) ++tool_parse_failures_;
+    json output = json::array();
+    const bool reasoned = pc.reasoning || !r.empty();
+    if (reasoned) output.push_back(reasoning_item(r));
+    if (!content.empty() || (calls.list.empty() && !parser.in_reasoning())) output.push_back(message_item(content, "completed"));
+    for (size_t k = 0; k < calls.list.size(); ++k) {
+      const json& f = calls.list[k];
+      output.push_back(call_item(k, f["id"], f["function"]["name"], f["function"]["arguments"], "completed"));
+    }
+    return send_json(res, 200, finish(output, *fin, reasoned, !parser.in_reasoning()));
+  }
+
+  // Streaming: response.created / in_progress, then per output item output_item.added,
+  // its deltas (reasoning_text, output_text, function_call_arguments) and .done events,
+  // then response.completed (or .incomplete) with the whole response.
+  struct State {
+    int64_t seq = 0;
+    bool started = false;
+    int index = -1;    // output index of the open item
+    std::string kind;  // "reasoning", "message", "function_call" or ""
+    std::string text;  // the open item's text or arguments so far
+    size_t tool = 0;
+    std::string call_id, call_name;
+    size_t sent = 0;
+    json output = json::array();  // finished items
+    bool reasoned = false;
+    std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+  };
+  auto st = std::make_shared<State>();
+  st->reasoned = pc.reasoning;
+  auto parser = std::make_shared<ChatOutputParser>(po);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [st, parser, stream, head, id, parallel, finish, reasoning_item, message_item, call_item, this](
+          size_t, httplib::DataSink& sink) {
+        auto send = [&](json j) {
+          j["sequence_number"] = st->seq++;
+          return send_named_event(sink, j, st->last_write);
+        };
+        auto item_now = [&](const char* status) {
+          if (st->kind == "reasoning") return reasoning_item(st->text);
+          if (st->kind == "message") return message_item(st->text, status);
+          return call_item(st->tool, st->call_id, st->call_name, st->text, status);
+        };
+        auto close_item = [&]() {
+          if (st->kind.empty()) return true;
+          const json item = item_now("completed");
+          bool ok = true;
+          if (st->kind == "reasoning") {
+            ok = send({{"type", "response.reasoning_text.done"}, {"item_id", item["id"]}, {"output_index", st->index},
+                       {"content_index", 0}, {"text", st->text}});
+          } else if (st->kind == "message") {
+            ok = send({{"type", "response.output_text.done"}, {"item_id", item["id"]}, {"output_index", st->index},
+                       {"content_index", 0}, {"text", st->text}, {"logprobs", json::array()}}) &&
+                 send({{"type", "response.content_part.done"}, {"item_id", item["id"]}, {"output_index", st->index},
+                       {"content_index", 0}, {"part", item["content"][0]}});
+          } else {
+            ok = send({{"type", "response.function_call_arguments.done"}, {"item_id", item["id"]},
+                       {"output_index", st->index}, {"name", st->call_name}, {"arguments", st->text}});
+          }
+          ok = ok && send({{"type", "response.output_item.done"}, {"output_index", st->index}, {"item", item}});
+          st->output.push_back(item);
+          st->kind.clear();
+          st->text.clear();
+          return ok;
+        };
+        auto open_item = [&](const std::string& kind) {
+          if (!close_item()) return false;
+          st->kind = kind;
+          ++st->index;
+          const json item = item_now("in_progress");
+          json added = item;
+          if (kind == "message") added["content"] = json::array();
+          if (kind == "reasoning") added["content"] = json::array();
+          bool ok = send({{"type", "response.output_item.added"}, {"output_index", st->index}, {"item", added}});
+          if (ok && kind == "message")
+            ok = send({{"type", "response.content_part.added"}, {"item_id", item["id"]}, {"output_index", st->index},
+                       {"content_index", 0}, {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}});
+          return ok;
+        };
+        auto text = [&](const std::string& kind, const std::string& piece) {
+          if (piece.empty()) return true;
+          if (st->kind != kind && !open_item(kind)) return false;
+          st->text += piece;
+          const json item = item_now("in_progress");
+          const char* type = kind == "reasoning" ? "response.reasoning_text.delta" : "response.output_text.delta";
+          json ev = {{"type", type}, {"item_id", item["id"]}, {"output_index", st->index}, {"content_index", 0}, {"delta", piece}};
+          if (kind == "message") ev["logprobs"] = json::array();
+          return send(ev);
+        };
+        if (!st->started) {
+          st->started = true;
+          if (!send({{"type", "response.created"}, {"response", head}}) ||
+              !send({{"type", "response.in_progress"}, {"response", head}}))
+            return loop_.abort(id), false;
+          if (st->reasoned && !open_item("reasoning")) return loop_.abort(id), false;
+        }
+        std::optional<RequestOutput> o = stream->next(200);
+        if (!o) {
+          if (stream->done()) {
+            const std::string err = stream->error();
+            if (!err.empty()) send({{"type", "error"}, {"code", nullptr}, {"message", err}, {"param", field_of(err)}});
+            sink.done();
+            return true;
+          }
+          if (!keep_alive(sink, st->last_write)) return loop_.abort(id), false;
+          return true;
+        }
+        if (!o->error.empty()) {
+          send({{"type", "error"}, {"code", nullptr}, {"message", o->error}, {"param", "text"}});
+          sink.done();
+          return true;
+        }
+        if (o->outputs.empty()) return true;
+        const CompletionOutput& c = o->outputs[0];
+        std::string piece;
+        if (o->finished) piece = c.text.size() > st->sent ? c.text.substr(st->sent) : std::string();
+        else piece = c.text;
+        st->sent += piece.size();
+        ChatDelta d = parser->feed(piece);
+        if (o->finished) {
+          ChatDelta tail = parser->finish();
+          d.reasoning += tail.reasoning;
+          d.content += tail.content;
+          d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+          if (parser->malformed()) ++tool_parse_failures_;
+        }
+        if (!d.reasoning.empty()) st->reasoned = true;
+        bool ok = text("reasoning", d.reasoning) && text("message", d.content);
+        for (const chat::ToolCallDelta& t : d.tool_calls) {
+          if (!ok) break;
+          if (!parallel && t.index > 0) continue;
+          if (st->kind != "function_call" || st->tool != t.index) {
+            if (!close_item()) return loop_.abort(id), false;
+            st->tool = t.index;
+            st->call_id = t.id;
+            st->call_name = t.name;
+            ok = open_item("function_call");
+          }
+          if (ok && !t.arguments.empty()) {
+            st->text += t.arguments;
+            ok = send({{"type", "response.function_call_arguments.delta"},
+                       {"item_id", "fc_" + id.substr(5) + "_" + std::to_string(st->tool)},
+                       {"output_index", st->index},
+                       {"delta", t.arguments}});
+          }
+        }
+        if (!ok) return loop_.abort(id), false;
+        if (o->finished) {
+          // An answer with no text and no call still has its (empty) message.
+          bool has_message = false, has_call = false;
+          for (const json& it : st->output) has_message |= it["type"] == "message", has_call |= it["type"] == "function_call";
+          if (st->kind == "message") has_message = true;
+          if (st->kind == "function_call") has_call = true;
+          if (!has_message && !has_call && !parser->in_reasoning() && !open_item("message")) return false;
+          if (!close_item()) return false;
+          const json r = finish(st->output, *o, st->reasoned, !parser->in_reasoning());
+          const char* type = r["status"] == "incomplete" ? "response.incomplete" : "response.completed";
+          if (!send({{"type", type}, {"response", r}})) return false;
+          sink.done();
+        }
+        return true;
+      },
+      [this, id](bool success) {
+        if (!success) loop_.abort(id);  // the client went away: free its request
+      });
+}
+
 void Server::tokenize(const httplib::Request& req, httplib::Response& res, bool detokenize) {
   const tokenizer::Tokenizer* tok = loop_.engine().tokenizer();
   if (!tok) return send_error(res, bad_request("this model has no tokenizer"));
@@ -1018,6 +1322,9 @@ int Server::run() {
   });
   http_.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req, res, true)) count_tokens(req, res);
+  });
+  http_.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+    if (authorized(req, res)) responses(req, res);
   });
   http_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req, res)) tokenize(req, res, false);

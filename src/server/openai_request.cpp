@@ -21,6 +21,8 @@ ApiError bad_request(std::string message, std::string param) {
   return {400, std::move(message), "invalid_request_error", std::move(param), ""};
 }
 
+void refuse(const std::string& message, const std::string& param) { throw bad_request(message, param); }
+
 std::string field_of(const std::string& full) {
   // The engine's messages start "request 'ID': "; the field is named after that.
   std::string message = full;

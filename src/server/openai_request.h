@@ -20,6 +20,8 @@ struct ApiError {
 };
 
 ApiError bad_request(std::string message, std::string param = "");
+// Throws bad_request(message, param).
+[[noreturn]] void refuse(const std::string& message, const std::string& param);
 nlohmann::json error_body(const ApiError& e);
 // The field a gannet::Error message names: quoted ("'stop' must be ...") or leading
 // ("max_tokens must be >= 1, ..."), after the engine's leading "request 'ID': "; empty if
