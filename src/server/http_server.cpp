@@ -86,6 +86,39 @@ int64_t unix_now() {
 // The body as JSON with key order kept, or a 400 naming the problem.
 std::optional<ojson> parse_body(const httplib::Request& req, httplib::Response& res);
 
+// A non-streamed request's final output, waiting for it; nullopt with `error` set when
+// the request failed.
+std::optional<RequestOutput> wait_final(OutputStream& stream, std::string& error) {
+  std::optional<RequestOutput> fin;
+  while (!stream.done()) {
+    std::optional<RequestOutput> o = stream.next(1000);
+    if (o && o->finished) fin = std::move(o);
+  }
+  error = stream.error();
+  if (!error.empty()) return std::nullopt;
+  return fin;
+}
+
+// A streamed sample's new text through its chat output parser: running outputs carry the
+// new text, the final one the whole text (only what was not sent yet is fed, `sent`
+// counts it) and flushes the parser. A malformed tool-call block counts in `failures`.
+ChatDelta next_delta(const CompletionOutput& c, bool finished, size_t& sent, ChatOutputParser& parser,
+                     std::atomic<int64_t>& failures) {
+  std::string piece;
+  if (finished) piece = c.text.size() > sent ? c.text.substr(sent) : std::string();
+  else piece = c.text;
+  sent += piece.size();
+  ChatDelta d = parser.feed(piece);
+  if (finished) {
+    ChatDelta tail = parser.finish();
+    d.reasoning += tail.reasoning;
+    d.content += tail.content;
+    d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+    if (parser.malformed()) ++failures;
+  }
+  return d;
+}
+
 // What prepare_chat makes of a chat request: shared by /v1/chat/completions and
 // /v1/messages.
 struct PreparedChat {
@@ -482,15 +515,9 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
                {"system_fingerprint", fingerprint_}};
 
   if (!cr.stream) {
-    std::optional<RequestOutput> fin;
-    while (!stream->done()) {
-      std::optional<RequestOutput> o = stream->next(1000);
-      if (o && o->finished) fin = std::move(o);
-    }
-    if (!stream->error().empty()) {
-      const std::string msg = stream->error();
-      return send_error(res, bad_request(msg, field_of(msg)));
-    }
+    std::string err;
+    std::optional<RequestOutput> fin = wait_final(*stream, err);
+    if (!err.empty()) return send_error(res, bad_request(err, field_of(err)));
     if (!fin) return send_error(res, {500, "the request ended without an output", "server_error", "", ""});
     if (!fin->error.empty()) return send_error(res, bad_request(fin->error, "response_format"));
     json choices = json::array();
@@ -574,21 +601,10 @@ void Server::chat_completions(const httplib::Request& req, httplib::Response& re
         json choices = json::array();
         for (const CompletionOutput& c : o->outputs) {
           const size_t k = size_t(c.index);
-          std::string piece;
-          if (o->finished) piece = c.text.size() > st->sent[k] ? c.text.substr(st->sent[k]) : std::string();
-          else piece = c.text;
-          st->sent[k] += piece.size();
           const size_t lp_from = o->finished ? std::min(st->sent_lp[k], c.logprobs.size()) : 0;
           std::span<const PositionLogprobs> lps(c.logprobs.data() + lp_from, c.logprobs.size() - lp_from);
           st->sent_lp[k] += lps.size();
-          ChatDelta d = st->split[k].feed(piece);
-          if (o->finished) {
-            ChatDelta tail = st->split[k].finish();
-            d.reasoning += tail.reasoning;
-            d.content += tail.content;
-            d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
-            if (st->split[k].malformed()) ++tool_parse_failures_;
-          }
+          const ChatDelta d = next_delta(c, o->finished, st->sent[k], st->split[k], tool_parse_failures_);
           json delta = json::object();
           if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
           if (!d.content.empty()) delta["content"] = d.content;
@@ -705,15 +721,9 @@ void Server::messages(const httplib::Request& req, httplib::Response& res) {
                         {"stop_sequence", nullptr}};
 
   if (!cr.stream) {
-    std::optional<RequestOutput> fin;
-    while (!stream->done()) {
-      std::optional<RequestOutput> o = stream->next(1000);
-      if (o && o->finished) fin = std::move(o);
-    }
-    if (!stream->error().empty()) {
-      const std::string msg = stream->error();
-      return send_anthropic_error(res, bad_request(msg, field_of(msg)));
-    }
+    std::string err;
+    std::optional<RequestOutput> fin = wait_final(*stream, err);
+    if (!err.empty()) return send_anthropic_error(res, bad_request(err, field_of(err)));
     if (!fin || fin->outputs.empty()) return send_anthropic_error(res, {500, "the request ended without an output", "", "", ""});
     if (!fin->error.empty()) return send_anthropic_error(res, bad_request(fin->error, "structured"));
     const CompletionOutput& c = fin->outputs[0];
@@ -828,18 +838,7 @@ void Server::messages(const httplib::Request& req, httplib::Response& res) {
         }
         if (o->outputs.empty()) return true;
         const CompletionOutput& c = o->outputs[0];
-        std::string piece;
-        if (o->finished) piece = c.text.size() > st->sent ? c.text.substr(st->sent) : std::string();
-        else piece = c.text;
-        st->sent += piece.size();
-        ChatDelta d = parser->feed(piece);
-        if (o->finished) {
-          ChatDelta tail = parser->finish();
-          d.reasoning += tail.reasoning;
-          d.content += tail.content;
-          d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
-          if (parser->malformed()) ++tool_parse_failures_;
-        }
+        const ChatDelta d = next_delta(c, o->finished, st->sent, *parser, tool_parse_failures_);
         bool ok = text("thinking", d.reasoning) && text("text", d.content);
         for (const chat::ToolCallDelta& t : d.tool_calls) {
           if (!ok) break;
@@ -983,15 +982,9 @@ void Server::responses(const httplib::Request& req, httplib::Response& res) {
   };
 
   if (!cr.stream) {
-    std::optional<RequestOutput> fin;
-    while (!stream->done()) {
-      std::optional<RequestOutput> o = stream->next(1000);
-      if (o && o->finished) fin = std::move(o);
-    }
-    if (!stream->error().empty()) {
-      const std::string msg = stream->error();
-      return send_error(res, bad_request(msg, field_of(msg)));
-    }
+    std::string err;
+    std::optional<RequestOutput> fin = wait_final(*stream, err);
+    if (!err.empty()) return send_error(res, bad_request(err, field_of(err)));
     if (!fin || fin->outputs.empty()) return send_error(res, {500, "the request ended without an output", "server_error", "", ""});
     if (!fin->error.empty()) return send_error(res, bad_request(fin->error, "text"));
     ChatOutputParser parser(po);
@@ -1119,18 +1112,7 @@ void Server::responses(const httplib::Request& req, httplib::Response& res) {
         }
         if (o->outputs.empty()) return true;
         const CompletionOutput& c = o->outputs[0];
-        std::string piece;
-        if (o->finished) piece = c.text.size() > st->sent ? c.text.substr(st->sent) : std::string();
-        else piece = c.text;
-        st->sent += piece.size();
-        ChatDelta d = parser->feed(piece);
-        if (o->finished) {
-          ChatDelta tail = parser->finish();
-          d.reasoning += tail.reasoning;
-          d.content += tail.content;
-          d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
-          if (parser->malformed()) ++tool_parse_failures_;
-        }
+        const ChatDelta d = next_delta(c, o->finished, st->sent, *parser, tool_parse_failures_);
         if (!d.reasoning.empty()) st->reasoned = true;
         bool ok = text("reasoning", d.reasoning) && text("message", d.content);
         for (const chat::ToolCallDelta& t : d.tool_calls) {
