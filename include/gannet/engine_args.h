@@ -82,6 +82,11 @@ struct EngineArgs {
   // 20GiB), GANNET_PREFIX_CACHE_DIR, GANNET_PREFIX_CACHE_DISK_SIZE.
   std::string prefix_cache_dir;
   uint64_t prefix_cache_disk_size = 0;  // 0: the default
+  // Prefix-aware admission: a request whose next uncached block another running request
+  // is computing waits for it, at most this many steps in a row while its cached run does
+  // not grow; 0: plain first come first served. Only timing changes, never results.
+  // --prefix-wait-steps, GANNET_PREFIX_WAIT_STEPS.
+  int64_t prefix_wait_steps = 4;
   // Scale-out (one engine per rank of an `mpirun` job; README "Several processes").
   // expert_parallel: -1 auto (on for MoE models when the job has several ranks), 0 off
   // (each rank holds every expert: pure data parallelism), 1 on. --expert-parallel.

@@ -49,6 +49,7 @@ _ENGINE_FIELDS = {
     "enable_prefix_caching": "on/off/None",
     "prefix_cache_dir": "str or None",
     "prefix_cache_disk_size": _MEMORY,
+    "prefix_wait_steps": "int",
     "quiet": "bool",
 }
 

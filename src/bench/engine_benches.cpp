@@ -77,6 +77,7 @@ EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t ma
   a.ngram_max = o.ngram_max;
   a.enable_prefix_caching = o.prefix_caching;
   a.prefix_cache_dir = o.prefix_cache_dir;
+  if (o.prefix_wait_steps >= 0) a.prefix_wait_steps = o.prefix_wait_steps;
   if (a.kv_cache_memory == 0) {
     const io::ModelConfig cfg = io::load_model_config(o.model);
     const uint64_t tokens = uint64_t(max_seqs) * uint64_t(max_tokens_per_seq + 2 * a.block_size);
@@ -471,6 +472,7 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   const engine::PrefixCacheStats& pc = eng.scheduler().prefix_stats();
   const bool caching = eng.scheduler().config().prefix_caching;
   rep.meta["prefix_caching"] = caching;
+  if (caching) rep.meta["prefix_wait_steps"] = eng.scheduler().config().prefix_wait_steps;
   if (synthetic) {
     rep.meta["shared_prefix_len"] = o.shared_prefix_len;
     rep.meta["turns"] = o.turns;
@@ -508,6 +510,7 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
     row["cached_tokens"] = cached_tokens;
     row["prefix_evictions"] = eng.block_manager().counters().evictions;
     row["prefix_admissions_hit"] = pc.admissions_hit;
+    row["prefix_admission_waits"] = pc.admission_waits;  // steps requests waited for a block being computed
     // Host time of the cache: lookups (hashing the prompt's blocks, matching them) per
     // admission, and lookups plus registration of written blocks as a share of the run.
     row["prefix_cache_us_per_admission"] = pc.admissions ? pc.lookup_seconds / double(pc.admissions) * 1e6 : 0.0;

@@ -33,6 +33,7 @@ struct EngineBenchOptions {
   // their prompts more than once and always compute them in full (0).
   int prefix_caching = -1;
   std::string prefix_cache_dir;  // EngineArgs::prefix_cache_dir (throughput only)
+  int64_t prefix_wait_steps = -1;  // EngineArgs::prefix_wait_steps (-1: its default; throughput only)
 };
 
 struct DecodeOptions : EngineBenchOptions {

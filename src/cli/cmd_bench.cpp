@@ -41,6 +41,7 @@ const char* kBenchUsage =
     "                           prompt the previous one plus a recorded answer and a new message\n"
     "             [--no-prefix-caching | --enable-prefix-caching]   (default: the engine's, on for dense models)\n"
     "             [--prefix-cache-dir DIR]   the prefix cache's disk tier (run twice: hits from disk)\n"
+    "             [--prefix-wait-steps N]   prefix-aware admission's bound (0: plain FCFS)\n"
     "             under mpirun -np N (one engine per rank, rank 0 reports the job): [--dp N]\n"
     "             [--expert-parallel on|off] [--ep-redundant-experts R --eplb-interval K [--eplb-window W]]\n"
     "             [--mpi-timeout SECONDS]   (README: Several processes)\n"
@@ -106,12 +107,12 @@ int cmd_bench(const Args& args) {
            "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max",
            "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
            "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens", "max-num-seqs",
-           "shared-prefix-len", "turns", "prefix-cache-dir", "expert-parallel", "ep-redundant-experts", "eplb-interval",
+           "shared-prefix-len", "turns", "prefix-cache-dir", "prefix-wait-steps", "expert-parallel", "ep-redundant-experts", "eplb-interval",
            "eplb-window", "dp", "mpi-timeout", "image-size"},
           {"remeasure", "help", "force-accept", "no-prefix-caching", "enable-prefix-caching", "no-precompute"});
   if (f.has("force-accept") && which != "decode") throw UsageError("--force-accept applies to bench decode only");
   for (const char* flag : {"max-num-seqs", "shared-prefix-len", "turns", "no-prefix-caching", "enable-prefix-caching",
-                           "prefix-cache-dir", "expert-parallel", "ep-redundant-experts", "eplb-interval", "eplb-window",
+                           "prefix-cache-dir", "prefix-wait-steps", "expert-parallel", "ep-redundant-experts", "eplb-interval", "eplb-window",
                            "dp", "mpi-timeout"})
     if (f.has(flag) && which != "throughput")
       throw UsageError(std::string("--") + flag + " applies to bench throughput only");
@@ -274,6 +275,7 @@ int cmd_bench(const Args& args) {
     if (f.has("enable-prefix-caching")) o.prefix_caching = 1;
     o.prefix_cache_dir = f.get_or("prefix-cache-dir", "");
     if (f.has("prefix-cache-dir") && o.prefix_cache_dir.empty()) throw UsageError("--prefix-cache-dir is empty");
+    o.prefix_wait_steps = f.get_int_in("prefix-wait-steps", -1, 0, 1 << 20);
     if ((f.has("shared-prefix-len") || f.has("turns")) && f.has("dataset"))
       throw UsageError("--shared-prefix-len and --turns shape synthetic requests; --dataset brings its own");
     if (auto d = f.get("dataset")) {

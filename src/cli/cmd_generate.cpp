@@ -67,6 +67,8 @@ const char* kGenerateUsage =
     "  --no-prefix-caching          compute every prompt in full\n"
     "  --prefix-cache-dir DIR       disk tier: blocks evicted from memory are kept there (across restarts)\n"
     "  --prefix-cache-disk-size SIZE  its budget (default 20GiB)\n"
+    "  --prefix-wait-steps N        a request whose next uncached block another request is computing\n"
+    "                               waits for it, up to N steps without progress (default 4; 0: never)\n"
     "  --speculative off|ngram|dspark  speculative decoding (default off); outputs stay bit-identical\n"
     "  --num-speculative-tokens K   drafts verified per step (default 4)\n"
     "  --speculative-verify fixed|varlen  verify every draft, or choose by DSpark confidences (default fixed)\n"

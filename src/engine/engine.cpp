@@ -216,6 +216,7 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
       return m->prefix_replay_start(hit, keep > 0 ? std::max<int64_t>(0, prompt_len - keep) : 0);
     };
   }
+  sc.prefix_wait_steps = args_.prefix_wait_steps;
   scheduler_ = std::make_unique<Scheduler>(sc, *blocks_);
   if (!args_.prefix_cache_dir.empty()) {
     if (!sc.prefix_caching)

@@ -70,6 +70,7 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_PREFIX_CACHING")) enable_prefix_caching = parse_on_off("GANNET_PREFIX_CACHING", v) ? 1 : 0;
   if (auto v = env("GANNET_PREFIX_CACHE_DIR")) prefix_cache_dir = v;
   if (auto v = env("GANNET_PREFIX_CACHE_DISK_SIZE")) prefix_cache_disk_size = parse_memory_size(v);
+  if (auto v = env("GANNET_PREFIX_WAIT_STEPS")) prefix_wait_steps = to_int("GANNET_PREFIX_WAIT_STEPS", v);
   if (auto v = env("GANNET_SPECULATIVE")) speculative = v;
   if (auto v = env("GANNET_NUM_SPECULATIVE_TOKENS")) num_speculative_tokens = to_int("GANNET_NUM_SPECULATIVE_TOKENS", v);
   if (auto v = env("GANNET_SPECULATIVE_VERIFY")) speculative_verify = v;
@@ -120,6 +121,7 @@ void EngineArgs::validate() const {
     fail("--prefix-cache-disk-size needs --prefix-cache-dir (the directory it sizes)");
   if (!prefix_cache_dir.empty() && enable_prefix_caching == 0)
     fail("--prefix-cache-dir is the prefix cache's disk tier; it cannot be used with --no-prefix-caching");
+  if (prefix_wait_steps < 0) fail("--prefix-wait-steps must be >= 0 (0: never wait), got ", prefix_wait_steps);
   if (ep_redundant_experts < 0) fail("--ep-redundant-experts must be >= 0, got ", ep_redundant_experts);
   if (eplb_interval < 0) fail("--eplb-interval must be >= 0 (0: off), got ", eplb_interval);
   if (eplb_window < 0) fail("--eplb-window must be >= 0 (0: the interval), got ", eplb_window);

@@ -52,8 +52,23 @@ void Scheduler::offer_planned(Sequence* seq) {
                         i ? seq->block_hashes[size_t(i - 1)] : cache::kRootBlockHash, step_});
     pending_tokens_.insert(pending_tokens_.end(), seq->tokens.begin() + i * bs, seq->tokens.begin() + (i + 1) * bs);
   }
+  drop_claims(seq, full);
   seq->num_registered = full;
   prefix_stats_.register_seconds += since(t0);
+}
+
+void Scheduler::claim_blocks(Sequence* seq, int64_t from, int64_t to) {
+  // A block already claimed stays its first claimant's (a sequence that stopped waiting
+  // computes it as well; whoever offers it first registers it).
+  for (int64_t i = from; i < to; ++i) claims_.emplace(seq->block_hashes[size_t(i)], seq->id);
+  seq->num_claimed = to;
+}
+
+void Scheduler::drop_claims(Sequence* seq, int64_t to) {
+  for (int64_t i = seq->num_registered; i < std::min(to, seq->num_claimed); ++i) {
+    auto it = claims_.find(seq->block_hashes[size_t(i)]);
+    if (it != claims_.end() && it->second == seq->id) claims_.erase(it);
+  }
 }
 
 void Scheduler::register_pending() {
@@ -239,9 +254,11 @@ void Scheduler::schedule(StepPlan& plan) {
     budget -= chunk;
   }
   // 3. Admission, first come first served; none in a step that had to preempt. The free-
-  // block watermark is kept back for running sequences; with none running it is not.
-  while (!preempted && budget > 0 && !waiting_.empty()) {
-    Sequence* seq = waiting_.front();
+  // block watermark is kept back for running sequences; with none running it is not. A
+  // sequence that waits for a block another one computes (prefix-aware admission) keeps
+  // its place and the ones behind it are considered.
+  for (size_t wi = 0; !preempted && budget > 0 && wi < waiting_.size();) {
+    Sequence* seq = waiting_[wi];
     const int64_t need_slots = slots_needed(seq);
     if (int64_t(running_.size()) + reserved_slots_ + need_slots > cfg_.max_num_seqs) break;
     if (blocks_.num_free_slots() - reserved_slots_ < need_slots) break;
@@ -259,9 +276,10 @@ void Scheduler::schedule(StepPlan& plan) {
     int64_t hit = 0;
     hit_blocks_.clear();
     const int64_t reserve = running_.empty() ? 0 : blocks_.watermark();
+    int64_t n = 0;  // full blocks looked up (hashed)
     if (cfg_.prefix_caching && !lp && target > 1) {
       const auto t0 = std::chrono::steady_clock::now();
-      const int64_t n = std::min(seq->num_tokens() / bs, blocks_.blocks_for(target - 1));
+      n = std::min(seq->num_tokens() / bs, blocks_.blocks_for(target - 1));
       if (n > 0) {
         hash_blocks(seq, n);
         blocks_.match_prefix(seq->block_hashes.data(), seq->tokens.data(), n, hit_blocks_);
@@ -288,6 +306,27 @@ void Scheduler::schedule(StepPlan& plan) {
           }
           hit_blocks_.push_back(b);
           ++prefix_stats_.disk_hit_blocks;
+        }
+        // Prefix-aware admission: the next block is one a running sequence computes (a
+        // step later it is cached): wait, unless this sequence has waited
+        // prefix_wait_steps steps since its cached run last grew.
+        const int64_t got = int64_t(hit_blocks_.size());
+        if (cfg_.prefix_wait_steps > 0 && got < n) {
+          auto c = claims_.find(seq->block_hashes[size_t(got)]);
+          if (c != claims_.end() && c->second != seq->id) {
+            if (got > seq->wait_hit_blocks || seq->wait_steps == 0) {
+              seq->wait_hit_blocks = got;
+              seq->wait_steps = 0;
+            }
+            if (seq->wait_steps < cfg_.prefix_wait_steps) {
+              ++seq->wait_steps;
+              ++prefix_stats_.admission_waits;
+              for (int32_t b : hit_blocks_) blocks_.unpin(b);
+              prefix_stats_.lookup_seconds += since(t0);
+              ++wi;
+              continue;
+            }
+          }
         }
         hit = std::min(int64_t(hit_blocks_.size()) * bs, target - 1);
         if (cfg_.replay_start) hit = hit / bs * bs;  // state is rebuilt at block boundaries
@@ -320,7 +359,8 @@ void Scheduler::schedule(StepPlan& plan) {
       for (int32_t b : hit_blocks_) blocks_.unpin(b);
       break;
     }
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + std::ptrdiff_t(wi));
+    seq->wait_hit_blocks = seq->wait_steps = 0;
     // Room for every block it may reach, so its decodes never reallocate the table.
     seq->table.blocks.reserve(size_t(blocks_.blocks_for(seq->prompt_len + seq->request->params.max_tokens + 1)));
     if (cfg_.prefix_caching) seq->block_hashes.reserve(seq->table.blocks.capacity());
@@ -345,6 +385,9 @@ void Scheduler::schedule(StepPlan& plan) {
     seq->admit_order = next_admit_++;
     running_.push_back(seq);
     by_id_[seq->id] = seq;
+    // The prompt blocks it computes from here on are claimed until it offers them.
+    if (cfg_.prefix_caching && !lp && cfg_.prefix_wait_steps > 0)
+      claim_blocks(seq, int64_t(hit_blocks_.size()), n);
     schedule_chunk(seq, chunk, plan);
     budget -= chunk;
   }
@@ -365,6 +408,8 @@ void Scheduler::remove_running(Sequence* seq) {
   GANNET_CHECK(it != running_.end(), "sequence ", seq->id, " is not running");
   running_.erase(it);
   by_id_.erase(seq->id);
+  drop_claims(seq, seq->num_claimed);
+  seq->num_claimed = 0;
   reserved_slots_ -= slots_needed(seq) - 1;
 }
 

@@ -22,6 +22,16 @@
 // one writing them, even with that one still in flight. Cached K/V of a position depends
 // only on the tokens up to it (batch invariance), so a hit computes exactly what a miss
 // would.
+//
+// Prefix-aware admission (SchedulerConfig::prefix_wait_steps): a running sequence claims
+// the prompt blocks it is still to compute. A waiting sequence whose next uncached block
+// is claimed by another one waits instead of computing it too: the claimant registers it
+// a step later, and the waiter's lookup then takes it. Requests behind a waiting one are
+// admitted meanwhile (first come first served among those that do not wait). The wait is
+// bounded: a sequence waits at most prefix_wait_steps steps in a row without its cached
+// run growing, so a claimant that stalls (or is preempted: its claims go with it) never
+// holds anyone back for long; one whose cached run keeps growing waits at most as long as
+// the prefill it follows. Only when admission happens changes, never what is computed.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +76,10 @@ struct SchedulerConfig {
   // the sequence recomputes from replay_start(hit, prompt_len) (< 0: the hit is not used)
   // to rebuild its state; null: the cache is all paged and the hit is computed from.
   std::function<int64_t(int64_t hit, int64_t prompt_len)> replay_start;
+  // Prefix-aware admission (see above): the most steps in a row a waiting sequence defers
+  // to the running one computing its next block while its cached run does not grow; 0:
+  // never defers (admission is plain first come first served).
+  int64_t prefix_wait_steps = 4;
 };
 
 struct PrefixCacheStats {
@@ -75,6 +89,7 @@ struct PrefixCacheStats {
   int64_t admissions = 0;      // admissions that looked the cache up
   int64_t disk_hit_blocks = 0; // blocks read back from the disk tier
   int64_t replayed_tokens = 0; // cached positions computed again to rebuild state
+  int64_t admission_waits = 0; // steps sequences waited for a block another one computes
   // Time spent on it (steady clock): hashing and lookup at admission attempts, and
   // registering written blocks (hashing included) after steps.
   double lookup_seconds = 0, register_seconds = 0;
@@ -142,6 +157,10 @@ class Scheduler {
   // only plans that run after the writing one can take them.
   void offer_planned(Sequence* seq);
   void register_pending();
+  // Prefix-aware admission: blocks running sequences will compute, by hash -> sequence id.
+  std::unordered_map<cache::BlockHash, int64_t, cache::BlockHashHasher> claims_;
+  void claim_blocks(Sequence* seq, int64_t from, int64_t to);
+  void drop_claims(Sequence* seq, int64_t to);  // [num_registered, to) of seq's claims
   struct PendingBlock {
     int32_t block;
     cache::BlockHash hash, parent;

@@ -51,6 +51,12 @@ struct Sequence {
   // offered for registration.
   std::vector<cache::BlockHash> block_hashes;
   int64_t num_registered = 0;
+  // Prefix-aware admission: while running, its prompt blocks [num_registered, num_claimed)
+  // are claimed (it computes them, so a request waiting with the same next block waits
+  // for them); while waiting, how many leading blocks it found cached when it last waited
+  // and the steps it has waited since that count last grew.
+  int64_t num_claimed = 0;
+  int64_t wait_hit_blocks = 0, wait_steps = 0;
   // A hit for a model with per-sequence state recomputes [window_from, cached_until) to
   // rebuild it (Model::prefix_replay_start); 0, 0: none.
   int64_t window_from = 0, cached_until = 0;

@@ -193,6 +193,8 @@ void run_random(uint64_t seed, Totals& totals) {
   // Half of the worlds cache prefixes; their prompts often start with one of a few shared
   // prefixes, so hits, shared cached blocks and evictions are common.
   cfg.prefix_caching = (seed / 2) % 2 == 0;
+  // Prefix-aware admission: off, or waits of 1 to 4 steps.
+  cfg.prefix_wait_steps = (seed / 4) % 3 == 0 ? 0 : int64_t(1 + seed % 4);
   std::vector<std::vector<int32_t>> shared(3);
   for (auto& p : shared)
     for (int i = 0; i < 48; ++i) p.push_back(int32_t(rng() % 1000));
@@ -460,4 +462,166 @@ TEST(SchedulerProgress, RequestNeedingTheWholeCacheIsAdmitted) {
   reqs.push_back(make_request(s2, 3, 30, 4, false));
   EXPECT_GE(drive(s2, bm, reqs, 200), 0) << "stalled without chunked prefill";
   EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
+}
+
+namespace {
+
+std::unique_ptr<Request> request_with(Scheduler& sched, const std::string& id, std::vector<int32_t> prompt,
+                                      int64_t max_tokens) {
+  auto r = std::make_unique<Request>();
+  r->id = id;
+  r->params.max_tokens = max_tokens;
+  r->prompt_ids = std::move(prompt);
+  auto s = std::make_unique<Sequence>();
+  s->id = sched.new_seq_id();
+  s->request = r.get();
+  s->tokens = r->prompt_ids;
+  s->prompt_len = int64_t(s->tokens.size());
+  sched.add(s.get());
+  r->seqs.push_back(std::move(s));
+  return r;
+}
+
+// `shared` tokens, then `own` tokens unique to request k.
+std::vector<int32_t> shared_then_own(int64_t shared, int64_t own, int64_t k) {
+  std::vector<int32_t> p;
+  for (int64_t i = 0; i < shared; ++i) p.push_back(int32_t(7 + i % 97));
+  for (int64_t i = 0; i < own; ++i) p.push_back(int32_t(1000 + k * 131 + i));
+  return p;
+}
+
+}  // namespace
+
+// Eight requests sharing a 128-token prefix arrive together. Plain FCFS admits them all in
+// the first step, and each computes the prefix; with prefix-aware admission the first one
+// computes it and the other seven wait one step and take its blocks: (N-1)/N of the
+// shared positions come from the cache.
+TEST(SchedulerPrefixAdmission, SharedPrefixIsComputedOnce) {
+  for (int64_t wait : {0, 4}) {
+    SCOPED_TRACE("prefix_wait_steps " + std::to_string(wait));
+    SchedulerConfig cfg;
+    cfg.prefix_caching = true;
+    cfg.prefix_wait_steps = wait;
+    cache::BlockManager bm(256, 16, 16, 1);
+    Scheduler sched(cfg, bm);
+    std::vector<std::unique_ptr<Request>> reqs;
+    for (int k = 0; k < 8; ++k) reqs.push_back(request_with(sched, std::to_string(k), shared_then_own(128, 16, k), 4));
+    ASSERT_GE(drive(sched, bm, reqs, 100), 0) << "stalled";
+    const PrefixCacheStats& st = sched.prefix_stats();
+    EXPECT_EQ(st.admissions, 8);
+    EXPECT_EQ(st.hit_tokens, wait ? 7 * 128 : 0);
+    EXPECT_EQ(st.admission_waits, wait ? 7 : 0);
+    EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
+  }
+}
+
+// Agent turns arriving together: B's prompt is A's plus 64 tokens, C's is B's plus 64
+// more, and D shares nothing. A computes its prompt while B waits for it; B then takes
+// A's blocks and computes its own while C, whose cached run grew, keeps waiting (even
+// with a bound of one step without growth), and takes both. D is admitted at once,
+// ahead of the waiting ones. FCFS admits all four at once and hits nothing.
+TEST(SchedulerPrefixAdmission, WaitersFollowChainedPrefixes) {
+  for (int64_t wait : {0, 1}) {
+    SCOPED_TRACE("prefix_wait_steps " + std::to_string(wait));
+    SchedulerConfig cfg;
+    cfg.prefix_caching = true;
+    cfg.prefix_wait_steps = wait;
+    cache::BlockManager bm(128, 16, 8, 1);
+    Scheduler sched(cfg, bm);
+    std::vector<std::unique_ptr<Request>> reqs;
+    const std::vector<int32_t> c_prompt = shared_then_own(192, 0, 0);
+    for (int k = 0; k < 3; ++k)
+      reqs.push_back(request_with(sched, std::string(1, char('A' + k)),
+                                  std::vector<int32_t>(c_prompt.begin(), c_prompt.begin() + 64 * (k + 1)), 2));
+    reqs.push_back(request_with(sched, "D", shared_then_own(0, 20, 9), 2));
+    std::map<std::string, int64_t> admitted;  // the step in which each first runs
+    FakeExecutor exec(bm.num_blocks(), bm.block_size());
+    StepPlan plan;
+    int64_t step = 0;
+    for (; step < 100; ++step) {
+      bool done = true;
+      for (auto& r : reqs) done = done && r->finished();
+      if (done) break;
+      sched.schedule(plan);
+      for (auto& r : reqs)
+        if (!admitted.count(r->id) && r->seqs[0]->status != SeqStatus::kWaiting) admitted[r->id] = step;
+      if (plan.empty()) continue;
+      for (Sequence* s : sched.update(exec.run(plan)))
+        if (s->num_outputs() >= s->request->params.max_tokens) sched.finish(s);
+      ASSERT_FALSE(HasFailure());
+    }
+    ASSERT_LT(step, 100) << "stalled";
+    const PrefixCacheStats& st = sched.prefix_stats();
+    EXPECT_EQ(admitted["A"], 0);
+    EXPECT_EQ(admitted["D"], 0);
+    EXPECT_EQ(admitted["B"], wait ? 1 : 0);
+    EXPECT_EQ(admitted["C"], wait ? 2 : 0);
+    EXPECT_EQ(st.hit_tokens, wait ? 64 + 128 : 0);
+    EXPECT_EQ(st.admission_waits, wait ? 3 : 0);
+    EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
+  }
+}
+
+// Requests keep arriving, most of them starting with one of a few prefixes or one new to their burst, under a tight
+// token budget. Nobody starves: each request is admitted within a bound of its arrival
+// (the longest FCFS admission delay of the same stream, plus the steps one prefix takes to
+// compute, plus the wait bound), every one finishes, and prefix-aware admission takes at
+// more from the cache than FCFS.
+TEST(SchedulerPrefixAdmission, NoRequestStarves) {
+  auto run = [](int64_t wait, int64_t& max_delay, int64_t& hits, int64_t& waits) {
+    SchedulerConfig cfg;
+    cfg.prefix_caching = true;
+    cfg.prefix_wait_steps = wait;
+    cfg.max_num_batched_tokens = 64;
+    cfg.max_num_seqs = 12;
+    cache::BlockManager bm(64, 8, 12, 2);
+    Scheduler sched(cfg, bm);
+    std::vector<std::unique_ptr<Request>> reqs;
+    std::map<std::string, int64_t> arrival;
+    max_delay = 0;
+    FakeExecutor exec(bm.num_blocks(), bm.block_size());
+    StepPlan plan;
+    std::mt19937_64 rng(11);
+    std::set<std::string> admitted;
+    for (int64_t step = 0; step < 3000; ++step) {
+      // A burst's requests start with one of 4 prefixes seen before or with one new to it.
+      const int32_t head = rng() % 2 ? int32_t(100 + step) : int32_t(rng() % 4);
+      for (uint64_t burst = rng() % 2 ? rng() % 6 : 0; burst > 0 && reqs.size() < 150; --burst) {
+        const int64_t k = int64_t(reqs.size());
+        const uint64_t kind = rng() % 5;
+        std::vector<int32_t> p = kind == 0 ? shared_then_own(0, 12, k) : shared_then_own(40, 4 + int64_t(rng() % 9), k);
+        if (kind > 0) p[0] = head;
+        reqs.push_back(request_with(sched, std::to_string(k), p, 1 + int64_t(rng() % 6)));
+        arrival[reqs.back()->id] = step;
+      }
+      sched.schedule(plan);
+      for (auto& r : reqs)
+        if (!admitted.count(r->id) && r->seqs[0]->status != SeqStatus::kWaiting) {
+          admitted.insert(r->id);
+          max_delay = std::max(max_delay, step - arrival[r->id]);
+        }
+      if (!plan.empty())
+        for (Sequence* s : sched.update(exec.run(plan)))
+          if (s->num_outputs() >= s->request->params.max_tokens) sched.finish(s);
+      if (::testing::Test::HasFailure()) return;
+      bool done = reqs.size() == 150;
+      for (auto& r : reqs) done = done && r->finished();
+      if (done) break;
+    }
+    for (auto& r : reqs) EXPECT_TRUE(r->finished()) << "request " << r->id << " never finished";
+    EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
+    hits = sched.prefix_stats().hit_tokens;
+    waits = sched.prefix_stats().admission_waits;
+  };
+  int64_t fcfs_delay = 0, fcfs_hits = 0, fcfs_waits = 0, delay = 0, hits = 0, waits = 0;
+  run(0, fcfs_delay, fcfs_hits, fcfs_waits);
+  run(3, delay, hits, waits);
+  EXPECT_EQ(fcfs_waits, 0);
+  EXPECT_GT(waits, 10);  // the stream makes requests wait
+  ASSERT_FALSE(HasFailure());
+  const int64_t prefix_steps = 1;  // a prefix fits one step's budget
+  EXPECT_LE(delay, fcfs_delay + prefix_steps + 3) << "FCFS's longest delay " << fcfs_delay;
+  EXPECT_GT(hits, fcfs_hits);
+  std::printf("longest admission delay: FCFS %lld steps, prefix-aware %lld; cached tokens %lld vs %lld; %lld waits\n",
+              (long long)fcfs_delay, (long long)delay, (long long)fcfs_hits, (long long)hits, (long long)waits);
 }
