@@ -30,14 +30,6 @@ double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * double(v.size() - 1);
-  const size_t lo = size_t(std::floor(pos)), hi = size_t(std::ceil(pos));
-  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
-}
-
 // Bytes per weight element of the checkpoint (2 for bf16, 4 for f32).
 double weight_elem_bytes(const std::string& model) {
   io::Checkpoint ck(model);

@@ -1,5 +1,7 @@
 #include "bench/report.h"
 
+#include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 
@@ -8,6 +10,14 @@
 #include "git_revision.h"
 
 namespace gannet::bench {
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const size_t lo = size_t(std::floor(pos)), hi = size_t(std::ceil(pos));
+  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
 
 using nlohmann::ordered_json;
 

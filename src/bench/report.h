@@ -29,6 +29,9 @@ struct Report {
   void write_csv(const std::string& path) const;
 };
 
+// The q-quantile (0..1) of v, interpolated between neighbours; 0 for none.
+double percentile(std::vector<double> v, double q);
+
 // git_revision, model, threads, kernel_path, cpu, date and the roofline figures.
 nlohmann::ordered_json make_meta(const std::string& model, int threads, const Roofline& roofline);
 

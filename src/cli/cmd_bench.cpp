@@ -8,6 +8,7 @@
 #include "bench/grammar_bench.h"
 #include "bench/roofline.h"
 #include "bench/vision_bench.h"
+#include "cli/bench_agent.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "parallel/data_parallel.h"
@@ -28,7 +29,7 @@ using server::PromptLine;
 namespace {
 
 const char* kBenchUsage =
-    "usage: gannet bench <roofline|decode|prefill|throughput|grammar|vision> [flags]\n"
+    "usage: gannet bench <roofline|decode|prefill|throughput|agent|grammar|vision> [flags]\n"
     "\n"
     "  roofline                     measure read bandwidth and arithmetic peaks; cached as JSON\n"
     "  decode --model DIR [--batch-sizes 1,2,4,8,16,32,64] [--input-len 128] [--output-len 32]\n"
@@ -45,6 +46,11 @@ const char* kBenchUsage =
     "             under mpirun -np N (one engine per rank, rank 0 reports the job): [--dp N]\n"
     "             [--expert-parallel on|off] [--ep-redundant-experts R --eplb-interval K [--eplb-window W]]\n"
     "             [--mpi-timeout SECONDS]   (README: Several processes)\n"
+    "  agent --model DIR [--conversations 4] [--turns 8] [--system-len 3000] [--tool-result-len 150]\n"
+    "             [--output-len 160] [--thinking]   coding-agent conversations through an in-process\n"
+    "             OpenAI server: each turn's tool call and a tool result extend the conversation;\n"
+    "             hit rate, recomputed tokens and TTFT per turn. Takes the engine flags of serve\n"
+    "             (--max-num-seqs, --kv-cache-memory, --no-prefix-caching, --prefix-cache-dir, ...)\n"
     "  vision --model DIR [--image-size 544x544] [--repeats 3]\n"
     "             time to encode one image with a vision checkpoint's ViT and aligner, against its FLOPs\n"
     "  grammar --suite FILE.jsonl [--tokenizer tokenizer.json] [--vocab-size N] [--write-tokens FILE]\n"
@@ -108,14 +114,19 @@ int cmd_bench(const Args& args) {
            "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
            "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens", "max-num-seqs",
            "shared-prefix-len", "turns", "prefix-cache-dir", "prefix-wait-steps", "expert-parallel", "ep-redundant-experts", "eplb-interval",
-           "eplb-window", "dp", "mpi-timeout", "image-size"},
-          {"remeasure", "help", "force-accept", "no-prefix-caching", "enable-prefix-caching", "no-precompute"});
+           "eplb-window", "dp", "mpi-timeout", "image-size", "conversations", "system-len", "tool-result-len"},
+          {"remeasure", "help", "force-accept", "no-prefix-caching", "enable-prefix-caching", "no-precompute", "thinking"});
   if (f.has("force-accept") && which != "decode") throw UsageError("--force-accept applies to bench decode only");
-  for (const char* flag : {"max-num-seqs", "shared-prefix-len", "turns", "no-prefix-caching", "enable-prefix-caching",
-                           "prefix-cache-dir", "prefix-wait-steps", "expert-parallel", "ep-redundant-experts", "eplb-interval", "eplb-window",
+  for (const char* flag : {"max-num-seqs", "turns", "no-prefix-caching", "enable-prefix-caching", "prefix-cache-dir",
+                           "prefix-wait-steps"})
+    if (f.has(flag) && which != "throughput" && which != "agent")
+      throw UsageError(std::string("--") + flag + " applies to bench throughput and agent only");
+  for (const char* flag : {"shared-prefix-len", "expert-parallel", "ep-redundant-experts", "eplb-interval", "eplb-window",
                            "dp", "mpi-timeout"})
     if (f.has(flag) && which != "throughput")
       throw UsageError(std::string("--") + flag + " applies to bench throughput only");
+  for (const char* flag : {"conversations", "system-len", "tool-result-len", "thinking"})
+    if (f.has(flag) && which != "agent") throw UsageError(std::string("--") + flag + " applies to bench agent only");
   if (f.has("no-prefix-caching") && f.has("enable-prefix-caching"))
     throw UsageError("--enable-prefix-caching and --no-prefix-caching contradict each other");
   if (f.has("help")) {
@@ -328,7 +339,21 @@ int cmd_bench(const Args& args) {
     if (job.rank == 0) emit(rep, f);
     return 0;
   }
-  throw UsageError("unknown bench '" + which + "' (roofline, decode, prefill, throughput)");
+  if (which == "agent") {
+    AgentBenchOptions o;
+    o.engine.model = f.require("model");
+    apply_engine_flags(f, o.engine);
+    o.engine.threads = threads;
+    o.conversations = f.get_int_in("conversations", o.conversations, 1, 4096);
+    o.turns = f.get_int_in("turns", o.turns, 1, 1 << 16);
+    o.system_words = f.get_int_in("system-len", o.system_words, 0, 1 << 24);
+    o.tool_result_words = f.get_int_in("tool-result-len", o.tool_result_words, 0, 1 << 24);
+    o.max_tokens = f.get_int_in("output-len", o.max_tokens, 1, 1 << 20);
+    o.thinking = f.has("thinking");
+    emit(run_agent_bench(o, roofline()), f);
+    return 0;
+  }
+  throw UsageError("unknown bench '" + which + "' (roofline, decode, prefill, throughput, agent, grammar, vision)");
 }
 
 }  // namespace gannet::cli

@@ -10,8 +10,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <sys/socket.h>
+#include <thread>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -137,6 +140,8 @@ class Server {
 
   int run();
   void stop() { http_.stop(); }
+  bool running() const { return http_.is_running(); }
+  const engine::Engine& engine() const { return loop_.engine(); }
 
  private:
   // --api-key: "Authorization: Bearer KEY" or (Anthropic's clients) "x-api-key: KEY".
@@ -1329,9 +1334,13 @@ int Server::run() {
     std::fprintf(stderr, "gannet serve: cannot listen on %s:%d\n", o_.host.c_str(), o_.port);
     return 1;
   }
-  std::fprintf(stderr, "gannet serve: chat format: %s\n", chat_.origin().c_str());
-  std::printf("gannet serve: model '%s' listening on http://%s:%d\n", o_.served_model_name.c_str(), o_.host.c_str(), port);
-  std::fflush(stdout);
+  if (o_.on_listening) {
+    o_.on_listening(port);
+  } else {
+    std::fprintf(stderr, "gannet serve: chat format: %s\n", chat_.origin().c_str());
+    std::printf("gannet serve: model '%s' listening on http://%s:%d\n", o_.served_model_name.c_str(), o_.host.c_str(), port);
+    std::fflush(stdout);
+  }
   return http_.listen_after_bind() ? 0 : 1;
 }
 
@@ -1369,5 +1378,76 @@ int serve(const EngineArgs& engine_args, const ServerOptions& options, Collectiv
   g_server = nullptr;
   return rc;
 }
+
+struct LocalServer::Impl {
+  // The server, type-erased (its class is local to this file).
+  std::shared_ptr<void> server;
+  std::function<int()> run;
+  std::function<void()> stop;
+  std::function<bool()> running;
+  std::string name;
+  std::thread thread;
+  std::mutex m;
+  std::condition_variable cv;
+  int port = -1;
+  bool started = false, ended = false, caching = false;
+};
+
+LocalServer::LocalServer(const EngineArgs& engine_args, ServerOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl* im = impl_.get();
+  options.host = "127.0.0.1";
+  options.port = 0;
+  if (options.served_model_name.empty()) options.served_model_name = "local";
+  im->name = options.served_model_name;
+  options.on_listening = [im](int port) {
+    std::lock_guard<std::mutex> lock(im->m);
+    im->port = port;
+    im->started = true;
+    im->cv.notify_all();
+  };
+  ChatFormat chat = ChatFormat::load(engine_args.model, options.chat_template);
+  auto server = std::make_shared<Server>(std::make_unique<engine::Engine>(engine_args, nullptr), options,
+                                         std::move(chat), nullptr);
+  Server* raw = server.get();
+  im->caching = raw->engine().scheduler().config().prefix_caching;
+  im->server = server;
+  im->run = [raw] { return raw->run(); };
+  im->stop = [raw] { raw->stop(); };
+  im->running = [raw] { return raw->running(); };
+  im->thread = std::thread([im] {
+    im->run();
+    std::lock_guard<std::mutex> lock(im->m);
+    im->ended = true;
+    im->cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(im->m);
+  im->cv.wait(lock, [im] { return im->started || im->ended; });
+  if (!im->started) {
+    lock.unlock();
+    im->thread.join();
+    throw Error("the local server could not listen on a loopback port");
+  }
+}
+
+LocalServer::~LocalServer() {
+  Impl* im = impl_.get();
+  // The port is announced just before the accept loop starts: stop once it runs.
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(im->m);
+      if (im->ended) break;
+    }
+    if (im->running()) {
+      im->stop();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  im->thread.join();
+}
+
+int LocalServer::port() const { return impl_->port; }
+const std::string& LocalServer::model_name() const { return impl_->name; }
+bool LocalServer::prefix_caching() const { return impl_->caching; }
 
 }  // namespace gannet::server

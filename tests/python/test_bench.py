@@ -101,10 +101,11 @@ def test_bench_usage_errors(gannet):
     p = gannet(["bench", "decode", "--model", "/nonexistent", "--batch-sizes", "1,x"], check=False)
     assert p.returncode == 2 and "--batch-sizes expects an integer" in p.stderr
     p = gannet(["bench", "decode", "--model", "/nonexistent", "--max-num-seqs", "4"], check=False)
-    assert p.returncode == 2 and "--max-num-seqs applies to bench throughput only" in p.stderr
+    assert p.returncode == 2 and "--max-num-seqs applies to bench throughput and agent only" in p.stderr
     for flag in (["--shared-prefix-len", "8"], ["--turns", "2"], ["--no-prefix-caching"], ["--prefix-cache-dir", "d"]):
         p = gannet(["bench", "prefill", "--model", "/nonexistent", *flag], check=False)
-        assert p.returncode == 2 and flag[0] + " applies to bench throughput only" in p.stderr, flag
+        only = "throughput only" if flag[0] == "--shared-prefix-len" else "throughput and agent only"
+        assert p.returncode == 2 and flag[0] + " applies to bench " + only in p.stderr, flag
     p = gannet(["bench", "throughput", "--model", "/nonexistent", "--no-prefix-caching", "--enable-prefix-caching"],
                check=False)
     assert p.returncode == 2 and "contradict each other" in p.stderr
