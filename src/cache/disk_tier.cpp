@@ -22,6 +22,7 @@ namespace {
 constexpr char kMagic[8] = {'G', 'N', 'T', 'K', 'V', 'B', 'L', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr uint64_t kMaxQueuedBytes = uint64_t(256) << 20;  // evictions waiting to be written
+constexpr uint64_t kMaxReadBytes = uint64_t(256) << 20;    // blocks read ahead, not yet taken
 
 // The fixed part of the header; the block's token ids and the header checksum follow.
 struct Header {
@@ -72,6 +73,7 @@ DiskTier::DiskTier(const std::string& dir, uint64_t max_bytes, const BlockHash& 
   fs::remove(probe, ec);
   scan();
   thread_ = std::thread([this] { writer(); });
+  reader_ = std::thread([this] { reader(); });
 }
 
 DiskTier::~DiskTier() {
@@ -80,6 +82,8 @@ DiskTier::~DiskTier() {
     stop_ = true;
   }
   cv_.notify_all();
+  read_cv_.notify_all();
+  reader_.join();
   thread_.join();
 }
 
@@ -283,47 +287,48 @@ void DiskTier::flush() {
   idle_cv_.wait(lk, [&] { return queue_.empty() && !busy_; });
 }
 
-bool DiskTier::load(const BlockHash& hash, const BlockHash& parent, const int32_t* tokens, int32_t dst) {
+const uint8_t* DiskTier::read_file(const BlockHash& hash, const BlockHash& parent, const int32_t* tokens,
+                                   std::vector<uint8_t>& read_buf, std::vector<uint8_t>& unpack_buf) {
   {
     std::unique_lock<std::mutex> lk(mu_);
     auto it = files_.find(hash);
     if (it == files_.end()) {
       ++stats_.misses;
-      return false;
+      return nullptr;
     }
     // Written a moment ago and still queued: wait for the writer (rare; short).
     idle_cv_.wait(lk, [&] { return files_.count(hash) == 0 || files_.at(hash).bytes > 0 || (queue_.empty() && !busy_); });
     if (!files_.count(hash) || files_.at(hash).bytes == 0) {
       ++stats_.misses;
-      return false;
+      return nullptr;
     }
   }
   const std::string path = path_of(hash);
-  auto drop_corrupt = [&] {
+  auto drop_corrupt = [&]() -> const uint8_t* {
     std::lock_guard<std::mutex> lk(mu_);
     forget(hash, true);
     ++stats_.corrupt;
-    return false;
+    return nullptr;
   };
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) {
     std::lock_guard<std::mutex> lk(mu_);
     forget(hash, false);  // gone from under us
     ++stats_.misses;
-    return false;
+    return nullptr;
   }
   const uint64_t size = uint64_t(f.tellg());
   const size_t head_bytes = sizeof(Header) + 4 * size_t(block_size_) + 8;
   if (size < head_bytes) return drop_corrupt();
-  read_buf_.resize(size);
+  read_buf.resize(size);
   f.seekg(0);
-  if (!f.read(reinterpret_cast<char*>(read_buf_.data()), std::streamsize(size))) return drop_corrupt();
+  if (!f.read(reinterpret_cast<char*>(read_buf.data()), std::streamsize(size))) return drop_corrupt();
   Header h;
-  std::memcpy(&h, read_buf_.data(), sizeof h);
+  std::memcpy(&h, read_buf.data(), sizeof h);
   uint64_t hc;
-  std::memcpy(&hc, read_buf_.data() + head_bytes - 8, 8);
+  std::memcpy(&hc, read_buf.data() + head_bytes - 8, 8);
   if (std::memcmp(h.magic, kMagic, 8) != 0 || h.header_bytes != head_bytes ||
-      XXH3_64bits(read_buf_.data(), head_bytes - 8) != hc)
+      XXH3_64bits(read_buf.data(), head_bytes - 8) != hc)
     return drop_corrupt();
   if (h.version != kVersion || h.identity_lo != identity_.lo || h.identity_hi != identity_.hi ||
       h.block_size != uint32_t(block_size_) || h.block_bytes != block_bytes_ || h.hash_lo != hash.lo ||
@@ -331,27 +336,126 @@ bool DiskTier::load(const BlockHash& hash, const BlockHash& parent, const int32_
     return drop_corrupt();
   // The hash matched; the contents must too (as for a block in memory).
   if (h.parent_lo != parent.lo || h.parent_hi != parent.hi ||
-      std::memcmp(read_buf_.data() + sizeof h, tokens, 4 * size_t(block_size_)) != 0) {
+      std::memcmp(read_buf.data() + sizeof h, tokens, 4 * size_t(block_size_)) != 0) {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.misses;
-    return false;
+    return nullptr;
   }
-  const uint8_t* payload = read_buf_.data() + head_bytes;
+  const uint8_t* payload = read_buf.data() + head_bytes;
   const uint8_t* data = payload;
   if (h.compression == 1) {
-    unpack_buf_.resize(block_bytes_);
-    const size_t n = ZSTD_decompress(unpack_buf_.data(), unpack_buf_.size(), payload, h.payload_bytes);
+    unpack_buf.resize(block_bytes_);
+    const size_t n = ZSTD_decompress(unpack_buf.data(), unpack_buf.size(), payload, h.payload_bytes);
     if (ZSTD_isError(n) || n != block_bytes_) return drop_corrupt();
-    data = unpack_buf_.data();
+    data = unpack_buf.data();
   } else if (h.payload_bytes != block_bytes_) {
     return drop_corrupt();
   }
   if (XXH3_64bits(data, block_bytes_) != h.data_checksum) return drop_corrupt();
-  cache_.write_block(dst, data);
   std::lock_guard<std::mutex> lk(mu_);
   ++stats_.hits;
   touch(hash);
+  return data;
+}
+
+
+bool DiskTier::load(const BlockHash& hash, const BlockHash& parent, const int32_t* tokens, int32_t dst) {
+  const uint8_t* data = read_file(hash, parent, tokens, read_buf_, unpack_buf_);
+  if (!data) return false;
+  cache_.write_block(dst, data);
   return true;
+}
+
+void DiskTier::read_ahead(const BlockHash& hash, const BlockHash& parent, const int32_t* tokens) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (reads_.count(hash)) return;
+  // Blocks read but never taken (their requests computed them after all) make room, oldest
+  // first.
+  while (read_bytes_ + uint64_t(reads_pending_ + 1) * block_bytes_ > kMaxReadBytes && !ready_order_.empty()) {
+    auto it = reads_.find(ready_order_.front());
+    ready_order_.pop_front();
+    if (it != reads_.end() && it->second.state == ReadState::kReady) {
+      read_bytes_ -= block_bytes_;
+      reads_.erase(it);
+    }
+  }
+  if (read_bytes_ + uint64_t(reads_pending_ + 1) * block_bytes_ > kMaxReadBytes) return;
+  Read& r = reads_[hash];
+  r.parent = parent;
+  r.tokens.assign(tokens, tokens + block_size_);
+  read_queue_.push_back(hash);
+  ++reads_pending_;
+  read_cv_.notify_one();
+}
+
+DiskTier::ReadState DiskTier::read_state(const BlockHash& hash) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = reads_.find(hash);
+  return it == reads_.end() ? ReadState::kNone : it->second.state;
+}
+
+bool DiskTier::take_read(const BlockHash& hash, std::vector<uint8_t>& data) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = reads_.find(hash);
+  if (it == reads_.end() || it->second.state != ReadState::kReady) return false;
+  data = std::move(it->second.data);
+  read_bytes_ -= block_bytes_;
+  reads_.erase(it);
+  return true;
+}
+
+void DiskTier::forget_read(const BlockHash& hash) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = reads_.find(hash);
+  if (it == reads_.end() || it->second.state == ReadState::kPending) return;
+  if (it->second.state == ReadState::kReady) read_bytes_ -= block_bytes_;
+  reads_.erase(it);
+}
+
+int64_t DiskTier::reads_pending() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return reads_pending_;
+}
+
+void DiskTier::wait_reads(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (reads_pending_ == 0) return;
+  const int64_t before = reads_pending_;
+  read_done_cv_.wait_for(lk, timeout, [&] { return reads_pending_ < before; });
+}
+
+void DiskTier::reader() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    read_cv_.wait(lk, [&] { return stop_ || !read_queue_.empty(); });
+    if (stop_) break;
+    const BlockHash hash = read_queue_.front();
+    read_queue_.pop_front();
+    const BlockHash parent = reads_.at(hash).parent;
+    const std::vector<int32_t> tokens = std::move(reads_.at(hash).tokens);
+    lk.unlock();
+    const uint8_t* data = read_file(hash, parent, tokens.data(), ahead_buf_, ahead_unpack_);
+    std::vector<uint8_t> copy;
+    if (data) copy.assign(data, data + block_bytes_);
+    lk.lock();
+    Read& r = reads_.at(hash);
+    r.state = data ? ReadState::kReady : ReadState::kFailed;
+    if (data) {
+      r.data = std::move(copy);
+      read_bytes_ += block_bytes_;
+      ready_order_.push_back(hash);
+      if (ready_order_.size() > 4096 + 2 * reads_.size()) {  // mostly taken since: compact
+        std::deque<BlockHash> keep;
+        for (const BlockHash& k : ready_order_) {
+          auto e = reads_.find(k);
+          if (e != reads_.end() && e->second.state == ReadState::kReady) keep.push_back(k);
+        }
+        ready_order_.swap(keep);
+      }
+    }
+    --reads_pending_;
+    read_done_cv_.notify_all();
+  }
 }
 
 DiskTierStats DiskTier::stats() {

@@ -13,8 +13,14 @@
 // corrupt or truncated one (either checksum, or its size) is deleted when read, never
 // used. Files over the size budget go least recently used first (access order is kept
 // in memory; at start-up it is the files' modification order).
+//
+// Reads for the scheduler happen off the engine thread: read_ahead() queues blocks for a
+// reader thread, which checks each file as load() does and keeps its bytes in memory of
+// its own until the scheduler takes them (take_read) into a block of the step it plans;
+// the executor writes them into the arena before that step's forward pass.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -73,6 +79,21 @@ class DiskTier {
   // Waits until every queued write is on disk (tests; the destructor does it too).
   void flush();
 
+  // Reads ahead, off the caller's thread: the block for `hash` (checked against `parent`
+  // and `tokens`, as load() checks) is read into memory of the tier's own. Nothing when
+  // it is already queued, read or failed, or when kMaxReadBytes of read blocks wait to be
+  // taken. read_state() then says where it is; take_read() moves a read block's bytes out
+  // (and forgets it), forget_read() drops a failed or unwanted one.
+  enum class ReadState { kNone, kPending, kReady, kFailed };
+  void read_ahead(const BlockHash& hash, const BlockHash& parent, const int32_t* tokens);
+  ReadState read_state(const BlockHash& hash);
+  bool take_read(const BlockHash& hash, std::vector<uint8_t>& data);
+  void forget_read(const BlockHash& hash);
+  // Reads queued or in progress; wait_reads() waits (at most `timeout`) until one of them
+  // is done, returning at once when none is pending.
+  int64_t reads_pending();
+  void wait_reads(std::chrono::milliseconds timeout);
+
   DiskTierStats stats();
   const std::string& dir() const { return dir_; }
 
@@ -87,7 +108,26 @@ class DiskTier {
     std::list<BlockHash>::iterator lru;
   };
   std::string path_of(const BlockHash& hash) const;
+  // The checked bytes of the block for `hash` (block_bytes_ of them, in `read_buf` or
+  // `unpack_buf`), or null: absent (counted as a miss), different or corrupt (deleted).
+  const uint8_t* read_file(const BlockHash& hash, const BlockHash& parent, const int32_t* tokens,
+                           std::vector<uint8_t>& read_buf, std::vector<uint8_t>& unpack_buf);
   void writer();
+  void reader();
+  struct Read {
+    ReadState state = ReadState::kPending;
+    BlockHash parent;
+    std::vector<int32_t> tokens;
+    std::vector<uint8_t> data;
+  };
+  std::unordered_map<BlockHash, Read, BlockHashHasher> reads_;  // guarded by mu_
+  std::deque<BlockHash> read_queue_;
+  std::deque<BlockHash> ready_order_;  // reads completed, oldest first (some taken since)
+  int64_t reads_pending_ = 0;  // queued or being read
+  uint64_t read_bytes_ = 0;    // bytes of read blocks not yet taken
+  std::condition_variable read_cv_, read_done_cv_;
+  std::vector<uint8_t> ahead_buf_, ahead_unpack_;  // the reader thread's
+  std::thread reader_;
   void write_file(const Job& job);
   void touch(const BlockHash& hash);             // most recently used (lock held)
   void forget(BlockHash hash, bool delete_file);  // lock held; by value: callers pass lru_ entries

@@ -693,6 +693,10 @@ std::span<RequestOutput> Engine::step() {
   // Nothing to run but grammars still compiling: wait for one rather than spin.
   if (!has_work && !compiling_.empty() && (!exec_thread_ || exec_thread_->in_flight() == 0))
     compiling_.front().second.wait();
+  // Nothing to run while a waiting request's blocks are read back from disk: wait for a
+  // read (briefly) rather than spin.
+  else if (!has_work && disk_ && (!exec_thread_ || exec_thread_->in_flight() == 0) && scheduler_->disk_reads_pending())
+    disk_->wait_reads(std::chrono::milliseconds(20));
   return std::span<RequestOutput>(out_buf_.data(), num_out_);
 }
 

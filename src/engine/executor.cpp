@@ -76,6 +76,7 @@ void Executor::apply_changes(const StepPlan& plan) {
       if (it != forced_.end()) r.forced = &it->second;
     }
   }
+  for (const BlockFill& f : plan.fills) cache_.write_block(f.block, f.data.data());
   cache_.copy_blocks(plan.copies);
   for (auto [src, dst] : plan.state_copies) cache_.copy_state(src, dst);
 }

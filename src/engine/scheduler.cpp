@@ -284,41 +284,66 @@ void Scheduler::schedule(StepPlan& plan) {
         hash_blocks(seq, n);
         blocks_.match_prefix(seq->block_hashes.data(), seq->tokens.data(), n, hit_blocks_);
         for (int32_t b : hit_blocks_) blocks_.pin(b);
-        // Disk: one free block stays for computing, the watermark for running sequences.
-        // A block is read into the arena now, on this thread, so only while no step is in
-        // flight: a step still running could be writing a block just freed by preemption.
-        const bool disk_ok = disk_ && completed_step_ + 1 == step_;
-        while (disk_ok && int64_t(hit_blocks_.size()) < n && blocks_.num_free_blocks() > reserve + 1) {
+        // Disk: where memory's run ends the disk tier may continue it. Its reader thread
+        // reads blocks ahead (never this thread); a block read is filled into a free block
+        // by this plan (the executor writes it before the forward pass, after every step in
+        // flight) and registered at once, so this and later plans take it. The sequence
+        // waits for blocks still being read, bounded as below. One free block stays for
+        // computing, the watermark for running sequences.
+        bool reading = false;
+        while (disk_ && int64_t(hit_blocks_.size()) < n && blocks_.num_free_blocks() > reserve + 1) {
           const size_t i = hit_blocks_.size();
           const cache::BlockHash& h = seq->block_hashes[i];
-          if (!disk_->contains(h)) break;
           const cache::BlockHash& parent = i ? seq->block_hashes[i - 1] : cache::kRootBlockHash;
           const int32_t* toks = seq->tokens.data() + int64_t(i) * bs;
-          const int32_t b = blocks_.take_free_block();
-          if (!disk_->load(h, parent, toks, b)) {
-            blocks_.unpin(b);
+          const cache::DiskTier::ReadState rs = disk_->read_state(h);
+          if (rs == cache::DiskTier::ReadState::kPending) {
+            reading = true;
             break;
           }
-          blocks_.register_block(b, h, parent, toks);
+          if (rs == cache::DiskTier::ReadState::kFailed) {  // corrupt, gone or different: compute it
+            disk_->forget_read(h);
+            break;
+          }
+          if (rs == cache::DiskTier::ReadState::kNone) {
+            if (!disk_->contains(h)) break;
+            // This block and the ones after it that the disk holds, read ahead together.
+            for (size_t j = i; j < size_t(n) && j < i + kDiskReadAhead; ++j) {
+              const cache::BlockHash& hj = seq->block_hashes[j];
+              if (!disk_->contains(hj)) break;
+              disk_->read_ahead(hj, j ? seq->block_hashes[j - 1] : cache::kRootBlockHash,
+                                seq->tokens.data() + int64_t(j) * bs);
+            }
+            if (disk_->read_state(h) == cache::DiskTier::ReadState::kNone) break;  // no room to read ahead
+            continue;  // pending, or read already
+          }
+          fill_.data.clear();
+          if (!disk_->take_read(h, fill_.data)) break;
+          const int32_t b = blocks_.take_free_block();
+          blocks_.register_block(b, h, parent, toks, step_);
           if (!blocks_.is_cached(b)) {  // memory holds other contents under this hash (a
             blocks_.unpin(b);           // collision): never share a block the index lacks
             break;
           }
+          plan.fills.push_back({b, std::move(fill_.data)});
           hit_blocks_.push_back(b);
           ++prefix_stats_.disk_hit_blocks;
+          prefix_stats_.disk_hit_blocks_in_flight += completed_step_ + 1 < step_;
         }
         // Prefix-aware admission: the next block is one a running sequence computes (a
         // step later it is cached): wait, unless this sequence has waited
         // prefix_wait_steps steps since its cached run last grew.
+        // Blocks the disk tier is reading wait the same way, with a bound of their own
+        // (kDiskWaitSteps) so that disk hits work with admission waits turned off.
         const int64_t got = int64_t(hit_blocks_.size());
-        if (cfg_.prefix_wait_steps > 0 && got < n) {
+        if ((cfg_.prefix_wait_steps > 0 || reading) && got < n) {
           auto c = claims_.find(seq->block_hashes[size_t(got)]);
-          if (c != claims_.end() && c->second != seq->id) {
+          if (reading || (c != claims_.end() && c->second != seq->id)) {
             if (got > seq->wait_hit_blocks || seq->wait_steps == 0) {
               seq->wait_hit_blocks = got;
               seq->wait_steps = 0;
             }
-            if (seq->wait_steps < cfg_.prefix_wait_steps) {
+            if (seq->wait_steps < (reading ? std::max(cfg_.prefix_wait_steps, kDiskWaitSteps) : cfg_.prefix_wait_steps)) {
               ++seq->wait_steps;
               ++prefix_stats_.admission_waits;
               for (int32_t b : hit_blocks_) blocks_.unpin(b);

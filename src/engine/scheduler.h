@@ -88,6 +88,7 @@ struct PrefixCacheStats {
   int64_t admissions_hit = 0;  // admissions that took at least one block
   int64_t admissions = 0;      // admissions that looked the cache up
   int64_t disk_hit_blocks = 0; // blocks read back from the disk tier
+  int64_t disk_hit_blocks_in_flight = 0;  // of those, filled by a plan built while a step ran
   int64_t replayed_tokens = 0; // cached positions computed again to rebuild state
   int64_t admission_waits = 0; // steps sequences waited for a block another one computes
   // Time spent on it (steady clock): hashing and lookup at admission attempts, and
@@ -137,8 +138,12 @@ class Scheduler {
   size_t num_running() const { return running_.size(); }
   int64_t num_preemptions() const { return preemptions_; }
   const PrefixCacheStats& prefix_stats() const { return prefix_stats_; }
-  // The prefix cache's disk tier (null: none): admission reads blocks back from it.
+  // The prefix cache's disk tier (null: none): admission reads blocks back from it, off
+  // this thread, into the plans' fills.
   void set_disk_tier(cache::DiskTier* disk) { disk_ = disk; }
+  // Sequences wait for blocks the disk tier is reading (the engine waits for a read
+  // rather than spin when nothing else runs).
+  bool disk_reads_pending() const { return disk_ && disk_->reads_pending() > 0; }
   const SchedulerConfig& config() const { return cfg_; }
 
  private:
@@ -191,6 +196,11 @@ class Scheduler {
   PrefixCacheStats prefix_stats_;
   cache::DiskTier* disk_ = nullptr;
   std::vector<int32_t> hit_blocks_;  // admission's match_prefix output, reused
+  BlockFill fill_;                   // a disk block's bytes on their way into the plan
+  // Disk hits: blocks asked of the disk tier's reader at once, and the steps a sequence
+  // waits for them at most while its cached run does not grow.
+  static constexpr size_t kDiskReadAhead = 64;
+  static constexpr int64_t kDiskWaitSteps = 64;
   uint64_t step_ = 0;               // schedule() calls, to mark planned sequences
   // State-slot copies owed to forked samples, applied by the next plan unless the child
   // has ended in between (its epoch moved). The parent's slot still holds its state then:

@@ -61,12 +61,20 @@ struct PlanRow {
   int64_t table_len = 0;         //   plan.tables[table_offset, table_offset + table_len)
 };
 
+// A prefix-cache block read back from the disk tier, written into the arena before the
+// forward pass (before the copies, which may read it).
+struct BlockFill {
+  int32_t block = -1;
+  std::vector<uint8_t> data;  // CacheEngine::block_bytes()
+};
+
 struct StepPlan {
   uint64_t step_id = 0;
   std::vector<RowAdd> added;                // applied first (new rows)
   std::vector<PlanRow> rows;                // decodes first, then prefill chunks
   std::vector<int32_t> tables;              // block ids of changed tables
   std::vector<int64_t> removed;             // rows dropped first (ended or preempted)
+  std::vector<BlockFill> fills;             // disk-tier blocks, written first
   std::vector<cache::BlockCopy> copies;     // copy-on-write, before the forward pass
   std::vector<std::pair<int32_t, int32_t>> state_copies;  // (src, dst) slots of forked samples
   int64_t num_tokens = 0;
@@ -79,13 +87,15 @@ struct StepPlan {
 
   // Nothing to run or apply: the scheduler then gives the step id back.
   bool empty() const {
-    return rows.empty() && added.empty() && removed.empty() && copies.empty() && state_copies.empty();
+    return rows.empty() && added.empty() && removed.empty() && copies.empty() && state_copies.empty() &&
+           fills.empty();
   }
   void clear() {
     added.clear();
     rows.clear();
     tables.clear();
     removed.clear();
+    fills.clear();
     copies.clear();
     state_copies.clear();
     num_tokens = num_logit_rows = 0;

@@ -297,6 +297,35 @@ TEST(EnginePrefixCache, DiskTierServesEvictedBlocksAndSurvivesRestart) {
   std::filesystem::remove_all(dir);
 }
 
+// Under load: the blocks a batch needs are on disk only (a previous run saved them; memory
+// holds few), and requests are admitted while steps run (asynchronous scheduling, a small
+// token budget). Disk hits are read ahead off the engine thread and filled into blocks by
+// the plan that takes them, so they work while steps are in flight (before, reads waited
+// for an idle engine), and the outputs are those of full computation.
+TEST(EnginePrefixCache, DiskHitsWorkUnderLoad) {
+  const auto cases = make_cases();
+  const std::string dir = fresh_dir("load");
+  const uint64_t kv = uint64_t(24) * kBlock * 512;
+  {
+    engine::Engine e(disk_args(dir, kv, true));
+    expect_same(run_each(e, cases), "filling the disk tier");
+  }
+  for (bool async : kModes) {
+    EngineArgs a = disk_args(dir, kv, async);
+    a.max_num_batched_tokens = 40;
+    engine::Engine e(a);
+    auto got = run(e, cases, all(cases.size()));
+    expect_same(got, async ? "batch from disk, async" : "batch from disk");
+    const engine::PrefixCacheStats& st = e.scheduler().prefix_stats();
+    EXPECT_GT(st.disk_hit_blocks, 10);
+    if (async) EXPECT_GT(st.disk_hit_blocks_in_flight, 5) << "disk hits while steps are in flight";
+    else EXPECT_EQ(st.disk_hit_blocks_in_flight, 0);
+    EXPECT_GT(got[0].cached_tokens, 0) << "the first request hits the previous run's blocks";
+    EXPECT_EQ(e.disk_tier()->stats().corrupt, 0);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // Corrupt and truncated files are detected by their checksums and sizes, deleted and
 // never used: the results stay exact, computed instead.
 TEST(EnginePrefixCache, CorruptDiskBlocksAreDroppedNeverUsed) {
