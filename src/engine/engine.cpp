@@ -198,14 +198,11 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
   // Prefix caching: a cache that is all paged takes hits as they are; a model with
   // per-sequence state (DeepSeek-V4 and V4.1's window rings and open compressor groups,
   // V4.1's Engram history) rebuilds it by recomputing cached positions
-  // (Model::prefix_replay_start); one that cannot, or whose drafter keeps state of its
-  // own, runs without.
+  // (Model::prefix_replay_start, which covers DSpark's rings too: they are seeded from the
+  // replayed rows); one that cannot runs without.
   const bool stateful = spec.state_bytes_per_seq > 0;
   const bool rebuildable = !stateful || model_->prefix_replay_start(int64_t(1) << 30, 0) >= 0;
-  const char* no_cache_why = !rebuildable ? "keeps per-sequence state a cache hit cannot rebuild"
-                             : stateful && args_.speculative == "dspark"
-                                 ? "drafts with DSpark, whose per-sequence rings a cache hit does not rebuild"
-                                 : nullptr;
+  const char* no_cache_why = !rebuildable ? "keeps per-sequence state a cache hit cannot rebuild" : nullptr;
   if (args_.enable_prefix_caching == 1 && no_cache_why)
     fail("--enable-prefix-caching: ", cfg.architecture, " ", no_cache_why, "; use --no-prefix-caching or leave the default");
   sc.prefix_caching = args_.enable_prefix_caching != 0 && !no_cache_why;
@@ -289,7 +286,7 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
                  sc.prefix_caching ? "on"
                  : args_.enable_prefix_caching == 0
                      ? "off (--no-prefix-caching)"
-                     : "off (this model keeps per-sequence state a cache hit cannot rebuild, or drafts with DSpark)");
+                     : "off (this model keeps per-sequence state a cache hit cannot rebuild)");
   }
 }
 

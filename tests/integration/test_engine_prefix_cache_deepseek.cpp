@@ -7,7 +7,7 @@
 // to a full computation: token ids and logprobs, sequentially, batched and chunked (replays
 // split across steps), async or not, after preemption, from the disk tier, and on V4.1 with
 // decoder bounded replay on. Hits and replayed positions are counted, so none of it can
-// pass by missing the cache.
+// pass by missing the cache. With DSpark drafting, hits draft exactly as misses do.
 // labels: exact sanitize
 #include <gtest/gtest.h>
 
@@ -41,6 +41,9 @@ struct Result {
   std::vector<std::vector<int32_t>> ids;
   std::vector<std::vector<float>> lps;
   int64_t cached = 0;
+  // Speculative decoding: drafts, acceptances and the drafter's confidences (summed per
+  // calibration bin), which depend on the drafter's state.
+  std::vector<double> spec;
 };
 
 // 14 requests: 10 share a 150-token prefix (9 full 16-token blocks) with suffixes of
@@ -114,6 +117,9 @@ std::map<int, Result> run(engine::Engine& e, const std::vector<Case>& cases, con
           r.lps.push_back(lp);
         }
         r.cached = o.metrics.cached_tokens;
+        const RequestMetrics& m = o.metrics;
+        r.spec = {double(m.spec_steps), double(m.spec_drafted), double(m.spec_accepted)};
+        r.spec.insert(r.spec.end(), m.spec_calib_conf.begin(), m.spec_calib_conf.end());
         out[std::stoi(o.request_id.substr(1))] = r;
       }
   EXPECT_EQ(e.block_manager().num_free_blocks(), e.block_manager().num_blocks());
@@ -240,21 +246,40 @@ TEST_P(EnginePrefixCache, DiskTierRestartEqualsFullComputation) {
   std::filesystem::remove_all(dir);
 }
 
-// DSpark keeps drafter rings a hit does not rebuild: caching is off with it, and asking
-// for it is refused by name.
-TEST(EnginePrefixCacheV41, RefusedWithDspark) {
-  EngineArgs a = args(kV41, true, false);
-  a.speculative = "dspark";
-  a.num_speculative_tokens = 3;  // the drafter's block
-  try {
-    engine::Engine e(a);
-    FAIL() << "expected a refusal";
-  } catch (const gannet::Error& err) {
-    EXPECT_NE(std::string(err.what()).find("--enable-prefix-caching"), std::string::npos) << err.what();
+// DSpark with prefix caching: the drafter's rings are seeded from the rows a hit replays
+// (exact from a window before the hit, as its target layers' inputs are), so a hit
+// drafts exactly what a miss drafts: the same tokens and logprobs, and the same drafts,
+// acceptances and confidences, one by one or batched and chunked, async or not.
+TEST(EnginePrefixCacheV41, DsparkHitsDraftAsMisses) {
+  const auto cases = make_cases();
+  for (int64_t keep : {int64_t(-1), int64_t(20)}) {
+    auto dspark = [&](bool caching, bool async, int64_t budget) {
+      EngineArgs a = args(kV41, caching, async, budget, keep);
+      a.speculative = "dspark";
+      return a;
+    };
+    std::map<int, Result> ref;
+    {
+      engine::Engine e(dspark(false, false, 2048));
+      ref = run_each(e, cases);
+    }
+    double drafted = 0;
+    for (auto& [i, r] : ref) drafted += r.spec.at(1);
+    ASSERT_GT(drafted, 20) << "the reference must draft";
+    for (bool async : {false, true})
+      for (int64_t budget : {int64_t(2048), int64_t(33)}) {
+        const std::string what = std::string("dspark, keep ") + std::to_string(keep) + ", budget " +
+                                 std::to_string(budget) + (async ? ", async" : "");
+        engine::Engine e(dspark(true, async, budget));
+        ASSERT_TRUE(e.scheduler().config().prefix_caching) << what;
+        auto got = budget == 2048 ? run_each(e, cases) : run(e, cases, all(cases.size()));
+        expect_same(ref, got, what);
+        if (budget == 2048) {  // one at a time: the drafter saw what the reference's saw
+          for (auto& [i, r] : ref) EXPECT_EQ(r.spec, got.at(i).spec) << what << ": request " << i;
+        }
+        EXPECT_GT(e.scheduler().prefix_stats().hit_tokens, 300) << what;
+      }
   }
-  a.enable_prefix_caching = -1;
-  engine::Engine e(a);
-  EXPECT_FALSE(e.scheduler().config().prefix_caching);
 }
 
 INSTANTIATE_TEST_SUITE_P(DeepSeek, EnginePrefixCache, ::testing::Values(std::string(kV41), std::string("deepseek-v4-tiny")),

@@ -740,6 +740,10 @@ int64_t DeepseekV41::prefix_replay_start(int64_t hit, int64_t replay_from) const
   // the first position that must be exact; rounded up to an even position (ratio-2 groups
   // then close inside the replay).
   auto span = [&](int64_t layers) { return NG + layers * W; };
+  // DSpark's rings need no more: they take the captured input residuals of target layers
+  // (below the last layer) at the last W positions, at or after hit - W, which the replay
+  // already makes exact (layer t's input is exact from s + NG + t * W); with bounded
+  // replay the drafter attends nothing before replay_from.
   int64_t s = replay_from > 0 ? std::min(hit, replay_from) - span(last_src_ + 1) : hit - span(c_.num_hidden_layers);
   s = s / 2 * 2;  // toward 0: more replay, never less
   return s > 0 ? s : -1;
