@@ -317,15 +317,15 @@ void Scheduler::schedule(StepPlan& plan) {
             if (disk_->read_state(h) == cache::DiskTier::ReadState::kNone) break;  // no room to read ahead
             continue;  // pending, or read already
           }
-          fill_.data.clear();
-          if (!disk_->take_read(h, fill_.data)) break;
+          std::vector<uint8_t> data;  // moved into the plan, which owns it until it has run
+          if (!disk_->take_read(h, data)) break;
           const int32_t b = blocks_.take_free_block();
           blocks_.register_block(b, h, parent, toks, step_);
           if (!blocks_.is_cached(b)) {  // memory holds other contents under this hash (a
             blocks_.unpin(b);           // collision): never share a block the index lacks
             break;
           }
-          plan.fills.push_back({b, std::move(fill_.data)});
+          plan.fills.push_back({b, std::move(data)});
           hit_blocks_.push_back(b);
           ++prefix_stats_.disk_hit_blocks;
           prefix_stats_.disk_hit_blocks_in_flight += completed_step_ + 1 < step_;

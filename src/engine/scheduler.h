@@ -196,7 +196,6 @@ class Scheduler {
   PrefixCacheStats prefix_stats_;
   cache::DiskTier* disk_ = nullptr;
   std::vector<int32_t> hit_blocks_;  // admission's match_prefix output, reused
-  BlockFill fill_;                   // a disk block's bytes on their way into the plan
   // Disk hits: blocks asked of the disk tier's reader at once, and the steps a sequence
   // waits for them at most while its cached run does not grow.
   static constexpr size_t kDiskReadAhead = 64;

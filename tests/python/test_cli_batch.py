@@ -95,6 +95,7 @@ def test_engine_flag_errors(gannet, tiny_models):
         (["--kv-cache-memory", "0"], "--kv-cache-memory must be more than 0"),
         (["--max-model-len", "0"], "--max-model-len must be in [1, "),
         (["--logprobs", "99"], "logprobs"),
+        (["--prefix-wait-steps", "-1"], "--prefix-wait-steps must be in [0, "),
     ]:
         p = gannet(["generate", "--model", m, "--prompt", "x", *args], check=False)
         assert p.returncode == 2, (args, p.stderr)
