@@ -87,6 +87,14 @@ struct EngineArgs {
   // not grow; 0: plain first come first served. Only timing changes, never results.
   // --prefix-wait-steps, GANNET_PREFIX_WAIT_STEPS.
   int64_t prefix_wait_steps = 4;
+  // State snapshots (models with per-sequence state: DeepSeek-V4 / V4.1): the state a
+  // request has after the last full block of its prompt is kept in this many snapshot
+  // slots (LRU), so a later hit on that block copies it instead of recomputing the
+  // positions that rebuild it (the replay). Bit-identical either way. -1: the default,
+  // --max-num-seqs slots when prefix caching is on, fewer if they would take more than a
+  // quarter of the KV budget; 0: off. --prefix-state-snapshots,
+  // GANNET_PREFIX_STATE_SNAPSHOTS.
+  int64_t prefix_state_snapshots = -1;
   // Scale-out (one engine per rank of an `mpirun` job; README "Several processes").
   // expert_parallel: -1 auto (on for MoE models when the job has several ranks), 0 off
   // (each rank holds every expert: pure data parallelism), 1 on. --expert-parallel.

@@ -503,6 +503,8 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
     row["prefix_evictions"] = eng.block_manager().counters().evictions;
     row["prefix_admissions_hit"] = pc.admissions_hit;
     row["prefix_admission_waits"] = pc.admission_waits;  // steps requests waited for a block being computed
+    row["prefix_replayed_tokens"] = pc.replayed_tokens;   // cached positions recomputed to rebuild state
+    row["prefix_snapshot_restores"] = pc.snapshot_restores;  // hits that copied a saved state instead
     // Host time of the cache: lookups (hashing the prompt's blocks, matching them) per
     // admission, and lookups plus registration of written blocks as a share of the run.
     row["prefix_cache_us_per_admission"] = pc.admissions ? pc.lookup_seconds / double(pc.admissions) * 1e6 : 0.0;

@@ -69,6 +69,8 @@ const char* kGenerateUsage =
     "  --prefix-cache-disk-size SIZE  its budget (default 20GiB)\n"
     "  --prefix-wait-steps N        a request whose next uncached block another request is computing\n"
     "                               waits for it, up to N steps without progress (default 4; 0: never)\n"
+    "  --prefix-state-snapshots N   DeepSeek: keep N prompt-end states so a hit copies one instead of\n"
+    "                               recomputing the positions that rebuild it (default --max-num-seqs; 0: off)\n"
     "  --speculative off|ngram|dspark  speculative decoding (default off); outputs stay bit-identical\n"
     "  --num-speculative-tokens K   drafts verified per step (default 4)\n"
     "  --speculative-verify fixed|varlen  verify every draft, or choose by DSpark confidences (default fixed)\n"

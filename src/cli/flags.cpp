@@ -128,6 +128,7 @@ void apply_engine_flags(const Flags& f, EngineArgs& ea) {
       if (ea.prefix_cache_disk_size == 0) throw UsageError("--prefix-cache-disk-size must be more than 0 bytes");
     }
     ea.prefix_wait_steps = f.get_int_in("prefix-wait-steps", ea.prefix_wait_steps, 0, 1 << 20);
+    ea.prefix_state_snapshots = f.get_int_in("prefix-state-snapshots", ea.prefix_state_snapshots, 0, 1 << 20);
     if (auto v = f.get("kv-cache-dtype")) ea.kv_cache_dtype = *v;
     if (auto a = f.get("expert-parallel")) ea.expert_parallel = parse_on_off("--expert-parallel", *a) ? 1 : 0;
     ea.ep_redundant_experts = f.get_int_in("ep-redundant-experts", ea.ep_redundant_experts, 0, 1 << 16);

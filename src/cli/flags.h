@@ -53,7 +53,7 @@ inline const std::set<std::string> kEngineValueFlags = {
     "limit-images-per-prompt", "max-image-pixels",
     "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype",
     "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min", "ngram-max",
-    "prefix-cache-dir", "prefix-cache-disk-size", "prefix-wait-steps", "expert-parallel", "ep-redundant-experts", "eplb-interval",
+    "prefix-cache-dir", "prefix-cache-disk-size", "prefix-wait-steps", "prefix-state-snapshots", "expert-parallel", "ep-redundant-experts", "eplb-interval",
     "eplb-window", "dp", "mpi-timeout"};
 inline const std::set<std::string> kEngineBoolFlags = {"no-yoco-replay", "no-kv-fake-quant", "enable-prefix-caching",
                                                         "no-prefix-caching"};

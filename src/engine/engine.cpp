@@ -140,6 +140,24 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
   const model::CacheSpec spec = model_->cache_spec();
   spec.check_block_size(args_.block_size);
   const uint64_t per_block = spec.bytes_per_block(args_.block_size);
+  // Prefix caching: a cache that is all paged takes hits as they are; a model with
+  // per-sequence state (DeepSeek-V4 and V4.1's window rings and open compressor groups,
+  // V4.1's Engram history) rebuilds it by recomputing cached positions
+  // (Model::prefix_replay_start, which covers DSpark's rings too: they are seeded from the
+  // replayed rows), or copies a state snapshot (below); one that cannot runs without.
+  const bool stateful = spec.state_bytes_per_seq > 0;
+  const bool rebuildable = !stateful || model_->prefix_replay_start(int64_t(1) << 30, 0) >= 0;
+  const char* no_cache_why = !rebuildable ? "keeps per-sequence state a cache hit cannot rebuild" : nullptr;
+  if (args_.enable_prefix_caching == 1 && no_cache_why)
+    fail("--enable-prefix-caching: ", cfg.architecture, " ", no_cache_why, "; use --no-prefix-caching or leave the default");
+  const bool prefix_caching = args_.enable_prefix_caching != 0 && !no_cache_why;
+  // State snapshots: extra state slots after the sequences' own.
+  const bool snapshots_possible = prefix_caching && stateful && model_->state_restorable(1, 0);
+  if (args_.prefix_state_snapshots > 0 && !snapshots_possible)
+    fail("--prefix-state-snapshots: ", cfg.architecture,
+         !stateful ? " keeps no per-sequence state (its cache hits need no snapshot)"
+                   : (prefix_caching ? " cannot restore a saved state" : " runs without prefix caching"));
+  int64_t num_snapshots = snapshots_possible ? args_.prefix_state_snapshots : 0;
   uint64_t budget = args_.kv_cache_memory;
   if (budget == 0) {
     const uint64_t blocks_per_seq = uint64_t((max_model_len_ + args_.block_size - 1) / args_.block_size);
@@ -147,20 +165,27 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
                          uint64_t(args_.max_num_seqs) * uint64_t(spec.state_bytes_per_seq);
     budget = std::min<uint64_t>(uint64_t(double(mem_available_bytes()) * 0.4), cap);
   }
+  // Snapshot slots come on top of the budget (which keeps its blocks); by default one per
+  // sequence, up to a quarter of the budget's size.
+  if (num_snapshots < 0)
+    num_snapshots = std::min<int64_t>(args_.max_num_seqs, int64_t(budget / 4 / uint64_t(spec.state_bytes_per_seq)));
+  const int64_t num_slots = args_.max_num_seqs + num_snapshots;
   const int64_t num_blocks = cache::CacheEngine::blocks_for_budget(spec, budget, args_.block_size, args_.max_num_seqs);
   if (num_blocks < 1)
     fail("--kv-cache-memory ", format_bytes(budget), " holds no block of ", args_.block_size, " tokens (",
          format_bytes(per_block), " each, plus ", format_bytes(uint64_t(spec.state_bytes_per_seq)),
          " of state for each of --max-num-seqs ", args_.max_num_seqs, " sequences)");
   // The arena is committed now: a budget this machine cannot hold is refused here.
-  const uint64_t arena = uint64_t(num_blocks) * per_block +
-                         uint64_t(args_.max_num_seqs) * uint64_t(spec.state_bytes_per_seq);
+  const uint64_t arena = uint64_t(num_blocks) * per_block + uint64_t(num_slots) * uint64_t(spec.state_bytes_per_seq);
   const uint64_t available = mem_available_bytes();
   if (arena > available)
     fail("the KV cache needs ", format_bytes(arena), " (--kv-cache-memory / GANNET_KV_CACHE_MEMORY = ",
-         format_bytes(budget), ") but only ", format_bytes(available), " of memory is available; lower it");
+         format_bytes(budget),
+         num_snapshots > 0 ? ", plus " + std::to_string(num_snapshots) + " state snapshots (--prefix-state-snapshots)"
+                           : std::string(),
+         ") but only ", format_bytes(available), " of memory is available; lower it");
   try {
-    cache_ = std::make_unique<cache::CacheEngine>(spec, num_blocks, args_.block_size, args_.max_num_seqs);
+    cache_ = std::make_unique<cache::CacheEngine>(spec, num_blocks, args_.block_size, num_slots);
   } catch (const Error& e) {
     fail(e.what(), " (--kv-cache-memory / GANNET_KV_CACHE_MEMORY = ", format_bytes(budget), "; lower it)");
   }
@@ -195,23 +220,25 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
     fail("--yoco-keep-tokens / --no-yoco-replay apply to DeepSeek-V4.1 only; ", cfg.architecture,
          " has no decoder layers to replay");
   replay_keep_ = cfg.deepseek_v41 && args_.yoco_replay != 0 ? (args_.yoco_keep_tokens > 0 ? args_.yoco_keep_tokens : 140) : 0;
-  // Prefix caching: a cache that is all paged takes hits as they are; a model with
-  // per-sequence state (DeepSeek-V4 and V4.1's window rings and open compressor groups,
-  // V4.1's Engram history) rebuilds it by recomputing cached positions
-  // (Model::prefix_replay_start, which covers DSpark's rings too: they are seeded from the
-  // replayed rows); one that cannot runs without.
-  const bool stateful = spec.state_bytes_per_seq > 0;
-  const bool rebuildable = !stateful || model_->prefix_replay_start(int64_t(1) << 30, 0) >= 0;
-  const char* no_cache_why = !rebuildable ? "keeps per-sequence state a cache hit cannot rebuild" : nullptr;
-  if (args_.enable_prefix_caching == 1 && no_cache_why)
-    fail("--enable-prefix-caching: ", cfg.architecture, " ", no_cache_why, "; use --no-prefix-caching or leave the default");
-  sc.prefix_caching = args_.enable_prefix_caching != 0 && !no_cache_why;
+  sc.prefix_caching = prefix_caching;
   if (sc.prefix_caching && stateful) {
     const model::Model* m = model_.get();
     const int64_t keep = replay_keep_;
     sc.replay_start = [m, keep](int64_t hit, int64_t prompt_len) {
       return m->prefix_replay_start(hit, keep > 0 ? std::max<int64_t>(0, prompt_len - keep) : 0);
     };
+    if (num_snapshots > 0) {
+      sc.num_snapshots = num_snapshots;
+      sc.snapshot_slot0 = int32_t(args_.max_num_seqs);
+      // With bounded replay every sequence's decoder layers start at its own replay_from:
+      // a saved state serves one whose replay starts at or after the snapshot (one with
+      // no bounded replay at all, its prompt shorter than keep, would need rows the saver
+      // skipped).
+      sc.snapshot_usable = [m, keep](int64_t at, int64_t prompt_len) {
+        if (keep == 0) return m->state_restorable(at, 0);
+        return prompt_len - keep > 0 && m->state_restorable(at, prompt_len - keep);
+      };
+    }
   }
   sc.prefix_wait_steps = args_.prefix_wait_steps;
   scheduler_ = std::make_unique<Scheduler>(sc, *blocks_);

@@ -71,6 +71,8 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_PREFIX_CACHE_DIR")) prefix_cache_dir = v;
   if (auto v = env("GANNET_PREFIX_CACHE_DISK_SIZE")) prefix_cache_disk_size = parse_memory_size(v);
   if (auto v = env("GANNET_PREFIX_WAIT_STEPS")) prefix_wait_steps = to_int("GANNET_PREFIX_WAIT_STEPS", v);
+  if (auto v = env("GANNET_PREFIX_STATE_SNAPSHOTS"))
+    prefix_state_snapshots = to_int("GANNET_PREFIX_STATE_SNAPSHOTS", v);
   if (auto v = env("GANNET_SPECULATIVE")) speculative = v;
   if (auto v = env("GANNET_NUM_SPECULATIVE_TOKENS")) num_speculative_tokens = to_int("GANNET_NUM_SPECULATIVE_TOKENS", v);
   if (auto v = env("GANNET_SPECULATIVE_VERIFY")) speculative_verify = v;
@@ -122,6 +124,10 @@ void EngineArgs::validate() const {
   if (!prefix_cache_dir.empty() && enable_prefix_caching == 0)
     fail("--prefix-cache-dir is the prefix cache's disk tier; it cannot be used with --no-prefix-caching");
   if (prefix_wait_steps < 0) fail("--prefix-wait-steps must be >= 0 (0: never wait), got ", prefix_wait_steps);
+  if (prefix_state_snapshots < -1)
+    fail("--prefix-state-snapshots must be >= 0 (0: off), got ", prefix_state_snapshots);
+  if (prefix_state_snapshots > 0 && enable_prefix_caching == 0)
+    fail("--prefix-state-snapshots keeps states for prefix-cache hits; it cannot be used with --no-prefix-caching");
   if (ep_redundant_experts < 0) fail("--ep-redundant-experts must be >= 0, got ", ep_redundant_experts);
   if (eplb_interval < 0) fail("--eplb-interval must be >= 0 (0: off), got ", eplb_interval);
   if (eplb_window < 0) fail("--eplb-window must be >= 0 (0: the interval), got ", eplb_window);

@@ -11,6 +11,35 @@ namespace gannet::engine {
 Scheduler::Scheduler(const SchedulerConfig& cfg, cache::BlockManager& blocks) : cfg_(cfg), blocks_(blocks) {
   GANNET_CHECK(cfg.max_num_seqs >= 1 && cfg.max_num_batched_tokens >= 1);
   blocks_.set_prefix_caching(cfg.prefix_caching);
+  GANNET_CHECK(cfg.num_snapshots == 0 || (cfg.prefix_caching && cfg.replay_start && cfg.snapshot_usable),
+               "state snapshots need prefix caching of a model with per-sequence state");
+  snaps_.resize(size_t(std::max<int64_t>(0, cfg.num_snapshots)));
+}
+
+int64_t Scheduler::snapshot_boundary(Sequence* seq) {
+  if (cfg_.num_snapshots <= 0 || seq->forked) return 0;
+  const int bs = blocks_.block_size();
+  const int64_t b = seq->prompt_len / bs * bs;
+  if (b <= seq->num_computed) return 0;
+  hash_blocks(seq, b / bs);
+  // Already saved (by a sequence with the same prompt start): nothing to take.
+  if (snap_index_.count(seq->block_hashes[size_t(b / bs - 1)])) return 0;
+  return b;
+}
+
+void Scheduler::emit_saves(StepPlan& plan) {
+  for (const PendingSave& s : saves_) {
+    if (snap_index_.count(s.hash)) continue;
+    size_t v = 0;  // the least recently used slot (an empty one first)
+    for (size_t i = 1; i < snaps_.size(); ++i)
+      if (snaps_[i].used < snaps_[v].used) v = i;
+    if (snaps_[v].used) snap_index_.erase(snaps_[v].hash);
+    snaps_[v] = {s.hash, ++snap_tick_};
+    snap_index_[s.hash] = int32_t(v);
+    plan.state_copies.push_back({s.src, cfg_.snapshot_slot0 + int32_t(v)});
+    ++prefix_stats_.snapshot_saves;
+  }
+  saves_.clear();
 }
 
 void Scheduler::hash_blocks(Sequence* seq, int64_t n) {
@@ -130,6 +159,12 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int
     seq->in_executor = true;
     seq->table.dirty_from = 0;  // the new row gets the whole table
   }
+  // A prompt chunk ending at the sequence's snapshot boundary: the next plan saves its state.
+  if (cfg_.num_snapshots > 0 && spec_k < 0) {
+    const int64_t b = snapshot_boundary(seq);
+    if (b > 0 && seq->num_computed + count == b)
+      saves_.push_back({seq->table.state_slot, seq->block_hashes[size_t(b / blocks_.block_size() - 1)]});
+  }
   PlanRow r;
   r.seq_id = seq->id;
   r.epoch = seq->epoch;
@@ -169,6 +204,9 @@ void Scheduler::schedule(StepPlan& plan) {
   plan.clear();
   if (cfg_.prefix_caching) register_pending();
   plan.step_id = ++step_;
+  // Snapshot saves first: they read slots that the forks' copies and the restores below
+  // may write (a slot released since and given to another sequence).
+  emit_saves(plan);
   for (const PendingStateCopy& c : state_copies_) {
     const Sequence* child = find_running(c.child_id);
     if (child && child->epoch == c.child_epoch) plan.state_copies.push_back({c.src, c.dst});
@@ -250,6 +288,8 @@ void Scheduler::schedule(StepPlan& plan) {
     }
     if (self_preempted) break;  // seq was the newest: nothing after it remains
     if (chunk <= 0) continue;
+    if (const int64_t b = splittable ? snapshot_boundary(seq) : 0; b > 0 && seq->num_computed + chunk > b)
+      chunk = b - seq->num_computed;  // ends where its state is saved
     schedule_chunk(seq, chunk, plan);
     budget -= chunk;
   }
@@ -365,8 +405,22 @@ void Scheduler::schedule(StepPlan& plan) {
     // The first position computed: the hit's end, or earlier where the model rebuilds its
     // per-sequence state by recomputing positions it holds cached (the replay).
     int64_t start = hit;
+    int32_t snap = -1;  // a state snapshot taken instead of the replay
     if (cfg_.replay_start && hit > 0) {
       start = cfg_.replay_start(hit, seq->prompt_len);
+      // A snapshot at a cached block's end at or after where the replay would start:
+      // restoring it computes nothing before that block's end.
+      for (int64_t j = hit / bs; cfg_.num_snapshots > 0 && j >= 1 && j * bs >= std::max<int64_t>(start, 1); --j) {
+        auto it = snap_index_.find(seq->block_hashes[size_t(j - 1)]);
+        if (it == snap_index_.end() || !cfg_.snapshot_usable(j * bs, seq->prompt_len)) continue;
+        snap = it->second;
+        hit = start = j * bs;
+        while (int64_t(hit_blocks_.size()) > j) {
+          blocks_.unpin(hit_blocks_.back());
+          hit_blocks_.pop_back();
+        }
+        break;
+      }
       if (start <= 0) {  // too short a hit to pay for its replay
         for (int32_t b : hit_blocks_) blocks_.unpin(b);
         hit_blocks_.clear();
@@ -396,6 +450,11 @@ void Scheduler::schedule(StepPlan& plan) {
     seq->num_registered = 0;
     seq->window_from = start < hit ? start : 0;
     seq->cached_until = start < hit ? hit : 0;
+    if (snap >= 0) {  // before the forward pass, after every copy that may write the slot
+      plan.state_copies.push_back({cfg_.snapshot_slot0 + snap, seq->table.state_slot});
+      snaps_[size_t(snap)].used = ++snap_tick_;
+      ++prefix_stats_.snapshot_restores;
+    }
     if (cfg_.prefix_caching && !lp) {
       // Saved: the positions not computed (a replay computes some cached ones again).
       prefix_stats_.queried_tokens += target;
@@ -413,6 +472,9 @@ void Scheduler::schedule(StepPlan& plan) {
     // The prompt blocks it computes from here on are claimed until it offers them.
     if (cfg_.prefix_caching && !lp && cfg_.prefix_wait_steps > 0)
       claim_blocks(seq, int64_t(hit_blocks_.size()), n);
+    if (const int64_t b = splittable ? snapshot_boundary(seq) : 0; b > 0 && start + chunk > b) {
+      chunk = b - start;  // ends where its state is saved
+    }
     schedule_chunk(seq, chunk, plan);
     budget -= chunk;
   }

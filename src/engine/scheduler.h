@@ -80,6 +80,16 @@ struct SchedulerConfig {
   // to the running one computing its next block while its cached run does not grow; 0:
   // never defers (admission is plain first come first served).
   int64_t prefix_wait_steps = 4;
+  // State snapshots (models with per-sequence state, with replay_start): the state a
+  // sequence has after the last full block of its prompt is copied into one of
+  // num_snapshots snapshot slots (state slots snapshot_slot0 ..), keyed by that block's
+  // chained hash; a later hit that reaches such a block copies the snapshot into its own
+  // slot instead of replaying, when snapshot_usable(at, prompt_len) says the saved state
+  // is the one it would compute itself. The prefill chunk is cut at that block's end so
+  // the state is taken exactly there (chunking never changes results). LRU when full.
+  int64_t num_snapshots = 0;
+  int32_t snapshot_slot0 = 0;
+  std::function<bool(int64_t at, int64_t prompt_len)> snapshot_usable;
 };
 
 struct PrefixCacheStats {
@@ -91,6 +101,8 @@ struct PrefixCacheStats {
   int64_t disk_hit_blocks_in_flight = 0;  // of those, filled by a plan built while a step ran
   int64_t replayed_tokens = 0; // cached positions computed again to rebuild state
   int64_t admission_waits = 0; // steps sequences waited for a block another one computes
+  int64_t snapshot_saves = 0;    // states copied into snapshot slots
+  int64_t snapshot_restores = 0; // hits that took a snapshot instead of replaying
   // Time spent on it (steady clock): hashing and lookup at admission attempts, and
   // registering written blocks (hashing included) after steps.
   double lookup_seconds = 0, register_seconds = 0;
@@ -211,6 +223,26 @@ class Scheduler {
     int32_t src, dst;
   };
   std::vector<PendingStateCopy> state_copies_;
+  // State snapshots (SchedulerConfig::num_snapshots). A prompt chunk planned to end at
+  // its sequence's snapshot boundary owes a save, emitted at the start of the next plan:
+  // that plan runs after the one computing the chunk and copies (executor) before its
+  // forward pass, and the sequence's slot is not written in between (a slot released or
+  // given to an admission meanwhile is only written by that plan's forward).
+  struct Snapshot {
+    cache::BlockHash hash;
+    uint64_t used = 0;  // LRU tick; 0: empty
+  };
+  std::vector<Snapshot> snaps_;
+  std::unordered_map<cache::BlockHash, int32_t, cache::BlockHashHasher> snap_index_;
+  struct PendingSave {
+    int32_t src;
+    cache::BlockHash hash;
+  };
+  std::vector<PendingSave> saves_;
+  uint64_t snap_tick_ = 0;
+  // The position a prompt chunk of seq should end at to take its snapshot (0: none).
+  int64_t snapshot_boundary(Sequence* seq);
+  void emit_saves(StepPlan& plan);
 };
 
 }  // namespace gannet::engine

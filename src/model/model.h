@@ -89,6 +89,15 @@ class Model {
     (void)replay_from;
     return cache_spec().state_bytes_per_seq == 0 ? hit : -1;
   }
+  // State snapshots: whether the per-sequence state another sequence had after computing
+  // positions [0, at) of the same tokens (with every position computed, or replayed as
+  // prefix_replay_start says) is exactly the state a sequence whose decoder bounded
+  // replay starts at replay_from (0: none) would have there; both computations use the
+  // same replay_from rule (engine-wide). false: hits always replay.
+  virtual bool state_restorable(int64_t at, int64_t replay_from) const {
+    (void)at, (void)replay_from;
+    return false;
+  }
   // Expert parallelism (ModelConfig::ep_size > 1): the model's expert placement and
   // exchanges, or null. Every rank runs the same sequence of forwards; a rank with nothing
   // to compute runs forward_idle(), which takes part in every exchange with no tokens.

@@ -104,6 +104,7 @@ void bind_types(nb::module_& m) {
       .def_rw("prefix_cache_dir", &EngineArgs::prefix_cache_dir)
       .def_rw("prefix_cache_disk_size", &EngineArgs::prefix_cache_disk_size)
       .def_rw("prefix_wait_steps", &EngineArgs::prefix_wait_steps)
+      .def_rw("prefix_state_snapshots", &EngineArgs::prefix_state_snapshots)
       .def_rw("expert_parallel", &EngineArgs::expert_parallel)
       .def_rw("ep_redundant_experts", &EngineArgs::ep_redundant_experts)
       .def_rw("eplb_interval", &EngineArgs::eplb_interval)

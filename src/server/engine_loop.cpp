@@ -111,6 +111,8 @@ void EngineLoop::update_gauges(size_t running) {
   stats_.prefix_hit_tokens = engine_->scheduler().prefix_stats().hit_tokens;
   stats_.prefix_evictions = engine_->block_manager().counters().evictions;
   stats_.prefix_cached_blocks = engine_->block_manager().num_cached_blocks();
+  stats_.prefix_replayed_tokens = engine_->scheduler().prefix_stats().replayed_tokens;
+  stats_.prefix_snapshot_restores = engine_->scheduler().prefix_stats().snapshot_restores;
   if (cache::DiskTier* disk = engine_->disk_tier()) {
     const cache::DiskTierStats ds = disk->stats();
     stats_.prefix_disk_hits = ds.hits;
@@ -227,7 +229,7 @@ void EngineLoop::run() {
 // its outputs, and its gauges.
 namespace {
 
-constexpr int kGauges = 11;
+constexpr int kGauges = 13;
 
 struct Round {
   bool stop = false;
@@ -278,7 +280,9 @@ Round rank_round(engine::Engine& eng, Collective& group, const std::string& cont
                                    eng.scheduler().prefix_stats().queried_tokens, eng.scheduler().prefix_stats().hit_tokens,
                                    int64_t(eng.block_manager().counters().evictions),
                                    int64_t(eng.block_manager().num_cached_blocks()), int64_t(disk.hits),
-                                   int64_t(disk.writes), int64_t(disk.files)};
+                                   int64_t(disk.writes), int64_t(disk.files),
+                                   eng.scheduler().prefix_stats().replayed_tokens,
+                                   eng.scheduler().prefix_stats().snapshot_restores};
   for (int64_t x : gauges) g.i64(x);
   out.reply = reply + g.bytes();
   return out;
@@ -406,6 +410,8 @@ void EngineLoop::run_group() {
     stats_.prefix_disk_hits = gauges[8];
     stats_.prefix_disk_writes = gauges[9];
     stats_.prefix_disk_files = gauges[10];
+    stats_.prefix_replayed_tokens = gauges[11];
+    stats_.prefix_snapshot_restores = gauges[12];
   }
   for (auto& [id, s] : streams) s->fail("the server is shutting down");
 }

@@ -62,6 +62,9 @@ struct LoopStats {
   int64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0, prefix_evictions = 0, prefix_cached_blocks = 0;
   // Its disk tier (--prefix-cache-dir): blocks read back, blocks written, files now.
   int64_t prefix_disk_hits = 0, prefix_disk_writes = 0, prefix_disk_files = 0;
+  // Models with per-sequence state: cached positions computed again to rebuild it (the
+  // replay), and hits that copied a state snapshot instead.
+  int64_t prefix_replayed_tokens = 0, prefix_snapshot_restores = 0;
   // Seconds from submission to the first generated token, and between generated tokens
   // (a step that brings k tokens counts k intervals of 1/k of its gap).
   Histogram ttft{{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}};

@@ -1233,6 +1233,10 @@ void Server::metrics(httplib::Response& res) {
   metric("gannet_prefix_cache_disk_writes_total", "counter", "Evicted blocks written to the disk tier.",
          s.prefix_disk_writes);
   metric("gannet_prefix_cache_disk_files", "gauge", "Blocks of this model in the disk tier.", s.prefix_disk_files);
+  metric("gannet_prefix_cache_replayed_total", "counter",
+         "Cached positions computed again to rebuild per-sequence state.", s.prefix_replayed_tokens);
+  metric("gannet_prefix_cache_snapshot_restores_total", "counter",
+         "Cache hits that copied a saved per-sequence state instead of replaying.", s.prefix_snapshot_restores);
   auto histogram = [&](const char* name, const char* help, const Histogram& h) {
     t += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
     int64_t cum = 0;

@@ -7,7 +7,10 @@
 // to a full computation: token ids and logprobs, sequentially, batched and chunked (replays
 // split across steps), async or not, after preemption, from the disk tier, and on V4.1 with
 // decoder bounded replay on. Hits and replayed positions are counted, so none of it can
-// pass by missing the cache. With DSpark drafting, hits draft exactly as misses do.
+// pass by missing the cache. With DSpark drafting, hits draft exactly as misses do. State
+// snapshots (a prompt's state saved after its last full block, copied by a later hit
+// instead of replaying) give the same results, for agent turns under bounded replay and
+// with DSpark too.
 // labels: exact sanitize
 #include <gtest/gtest.h>
 
@@ -95,6 +98,9 @@ EngineArgs args(const std::string& golden, bool caching, bool async, int64_t bud
   a.async_scheduling = async;
   a.max_num_batched_tokens = budget;
   a.enable_prefix_caching = caching ? 1 : 0;
+  // Hits replay unless a test turns state snapshots on (or a shared prefix ending on a
+  // prompt's last full block would restore its snapshot instead).
+  if (caching) a.prefix_state_snapshots = 0;
   if (keep > 0) a.yoco_keep_tokens = keep;
   else if (golden == kV41) a.yoco_replay = 0;  // the full prefill unless a test asks for bounded replay
   return a;
@@ -165,14 +171,22 @@ class EnginePrefixCache : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EnginePrefixCache, SequentialHitsEqualFullComputation) {
   const auto cases = make_cases();
-  for (bool async : {false, true}) {
-    engine::Engine e(args(GetParam(), true, async));
+  for (auto [async, snapshots] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+    EngineArgs a = args(GetParam(), true, async);
+    if (snapshots) a.prefix_state_snapshots = 4;
+    engine::Engine e(a);
     ASSERT_TRUE(e.scheduler().config().prefix_caching);
     auto got = run_each(e, cases);
-    expect_same(reference(GetParam(), -1), got, async ? "sequential, async" : "sequential");
+    expect_same(reference(GetParam(), -1), got,
+                std::string("sequential") + (async ? ", async" : "") + (snapshots ? ", snapshots" : ""));
     const auto& st = e.scheduler().prefix_stats();
     EXPECT_GT(st.hit_tokens, 500);
-    EXPECT_GT(st.replayed_tokens, 0) << "the state is rebuilt by replaying cached positions";
+    if (snapshots) {  // repeated prompts, and requests 1.. on request 0's, restore a snapshot
+      EXPECT_GT(st.snapshot_restores, 2);
+    } else {
+      EXPECT_GT(st.replayed_tokens, 0) << "the state is rebuilt by replaying cached positions";
+      EXPECT_EQ(st.snapshot_saves, 0);
+    }
     EXPECT_EQ(got[0].cached, 0);
     for (int i = 1; i < 10; ++i) EXPECT_GT(got[i].cached, 0) << "request " << i;
     EXPECT_EQ(got[13].cached, 0) << "30 tokens: too short a hit for its replay";
@@ -185,7 +199,9 @@ TEST_P(EnginePrefixCache, ChunkedBatchEqualsFullComputation) {
   const auto cases = make_cases();
   for (bool async : {false, true})
     for (int64_t budget : {int64_t(2048), int64_t(7), int64_t(33)}) {
-      engine::Engine e(args(GetParam(), true, async, budget));
+      EngineArgs a = args(GetParam(), true, async, budget);
+      if (budget == 33) a.prefix_state_snapshots = 4;  // saved and restored while others run
+      engine::Engine e(a);
       auto got = run(e, cases, all(cases.size()));
       expect_same(reference(GetParam(), -1), got, "batch, budget " + std::to_string(budget) + (async ? ", async" : ""));
       if (budget < 2048) {
@@ -280,6 +296,82 @@ TEST(EnginePrefixCacheV41, DsparkHitsDraftAsMisses) {
       EXPECT_GT(e.scheduler().prefix_stats().hit_tokens, 300) << what;
     }
   }
+}
+
+// Agent turns: each turn's prompt is the previous one's, its outputs and 30 new tokens.
+// A prompt's state after its last full block is saved (a state snapshot), and the next
+// turn's hit restores it instead of replaying: nothing cached is computed again, and the
+// tokens and logprobs (and with DSpark, one by one, the drafts, acceptances and
+// confidences) equal those of every turn computed in full without caching. Snapshots off,
+// the same turns replay.
+void agent_turns(const std::string& golden, int64_t keep, bool dspark) {
+  std::mt19937 rng(11);
+  auto tokens = [&](int n) {
+    std::vector<int32_t> v;
+    for (int i = 0; i < n; ++i) v.push_back(int32_t(rng() % 512));
+    return v;
+  };
+  std::vector<int32_t> first = tokens(100);
+  std::vector<std::vector<int32_t>> extra = {tokens(30), tokens(30), tokens(30)};
+  auto make = [&](int64_t snapshots, bool caching, bool async) {
+    EngineArgs a = args(golden, caching, async, 2048, keep);
+    if (caching) a.prefix_state_snapshots = snapshots;
+    if (dspark) a.speculative = "dspark";
+    return a;
+  };
+  // The turns, prompts from the caching engine's outputs.
+  auto turns = [&](engine::Engine& e, std::vector<Case>& cases) {
+    std::map<int, Result> got;
+    std::vector<int32_t> prompt = first;
+    for (int t = 0; t < 4; ++t) {
+      Case c;
+      c.prompt = prompt;
+      c.params.max_tokens = 6;
+      c.params.logprobs = 2;
+      c.params.ignore_eos = true;
+      c.params.temperature = t % 2 ? 1.0 : 0;
+      c.params.seed = 90 + uint64_t(t);
+      cases.push_back(c);
+      got[t] = run(e, cases, {t}).at(t);
+      if (t < 3) {
+        prompt.insert(prompt.end(), got[t].ids[0].begin(), got[t].ids[0].end());
+        prompt.insert(prompt.end(), extra[size_t(t)].begin(), extra[size_t(t)].end());
+      }
+    }
+    return got;
+  };
+  for (bool async : {false, true}) {
+    const std::string what = golden + ", keep " + std::to_string(keep) + (dspark ? ", dspark" : "") + (async ? ", async" : "");
+    std::vector<Case> cases;
+    engine::Engine e(make(-1, true, async));
+    ASSERT_GT(e.scheduler().config().num_snapshots, 0) << what;
+    auto got = turns(e, cases);
+    const auto& st = e.scheduler().prefix_stats();
+    EXPECT_EQ(st.snapshot_saves, 4) << what;
+    EXPECT_EQ(st.snapshot_restores, 3) << what;
+    EXPECT_EQ(st.replayed_tokens, 0) << what;
+    for (int t = 1; t < 4; ++t) EXPECT_EQ(got[t].cached, int64_t(cases[size_t(t - 1)].prompt.size()) / 16 * 16) << what << ": turn " << t;
+    engine::Engine full(make(0, false, false));
+    auto ref = run_each(full, cases);
+    expect_same(ref, got, what);
+    if (dspark && !async)
+      for (auto& [i, r] : ref) EXPECT_EQ(r.spec, got.at(i).spec) << what << ": turn " << i;
+    // Snapshots off: the same turns replay, with the same results.
+    std::vector<Case> again;
+    engine::Engine off(make(0, true, async));
+    EXPECT_EQ(off.scheduler().config().num_snapshots, 0);
+    auto replayed = turns(off, again);
+    expect_same(ref, replayed, what + ", snapshots off");
+    EXPECT_GT(off.scheduler().prefix_stats().replayed_tokens, 0) << what;
+    EXPECT_EQ(off.scheduler().prefix_stats().snapshot_saves, 0) << what;
+  }
+}
+
+TEST_P(EnginePrefixCache, AgentTurnsRestoreStateSnapshots) { agent_turns(GetParam(), -1, false); }
+
+TEST(EnginePrefixCacheV41, StateSnapshotsUnderBoundedReplayAndDspark) {
+  agent_turns(kV41, 20, false);
+  agent_turns(kV41, -1, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(DeepSeek, EnginePrefixCache, ::testing::Values(std::string(kV41), std::string("deepseek-v4-tiny")),

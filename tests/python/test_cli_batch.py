@@ -96,6 +96,7 @@ def test_engine_flag_errors(gannet, tiny_models):
         (["--max-model-len", "0"], "--max-model-len must be in [1, "),
         (["--logprobs", "99"], "logprobs"),
         (["--prefix-wait-steps", "-1"], "--prefix-wait-steps must be in [0, "),
+        (["--prefix-state-snapshots", "-1"], "--prefix-state-snapshots must be in [0, "),
     ]:
         p = gannet(["generate", "--model", m, "--prompt", "x", *args], check=False)
         assert p.returncode == 2, (args, p.stderr)
@@ -103,6 +104,13 @@ def test_engine_flag_errors(gannet, tiny_models):
     # Well-formed but beyond what this model allows: an error naming the limit.
     p = gannet(["generate", "--model", m, "--prompt", "x", "--max-model-len", "999999"], check=False)
     assert p.returncode == 1 and "exceeds the model's context of 4096" in p.stderr, p.stderr
+    # State snapshots are for models with per-sequence state: refused by name for Llama,
+    # and without prefix caching.
+    p = gannet(["generate", "--model", m, "--prompt", "x", "--prefix-state-snapshots", "2"], check=False)
+    assert p.returncode == 1 and "--prefix-state-snapshots" in p.stderr and "no per-sequence state" in p.stderr, p.stderr
+    p = gannet(["generate", "--model", m, "--prompt", "x", "--prefix-state-snapshots", "2", "--no-prefix-caching"],
+               check=False)
+    assert p.returncode != 0 and "--prefix-state-snapshots" in p.stderr and "--no-prefix-caching" in p.stderr, p.stderr
 
 
 def test_bad_config_values_are_named(gannet, tiny_models, tmp_path):

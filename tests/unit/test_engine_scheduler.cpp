@@ -91,6 +91,15 @@ void check_invariants(const World& w, const cache::BlockManager& bm, const Sched
 // wrote it (an earlier chunk, a forked parent, a prefix-cache hit). So a cache hit on the
 // wrong block, a write into a shared or cached block, or a copy-on-write gone wrong
 // shows up as a wrong read.
+//
+// With check_state it also stands in for per-sequence state (a model's window rings): a
+// state slot holds the fingerprints of the positions computed into it, addressed by
+// position like a ring, and a row must find its own prefix's fingerprint at the position
+// before its start, unless it starts afresh (position 0, or a prefix-cache replay's
+// window_from). The first row of a sequence admitted on a hit without replay must find
+// its slot exactly at its start (a restored state snapshot): a snapshot saved before or
+// after the saving sequence reached that position, or restored after the forward pass,
+// shows up as a wrong state.
 struct FakeExecutor {
   FakeExecutor(int64_t num_blocks, int block_size) : bs(block_size), kv(size_t(num_blocks * block_size), 0) {}
   struct Row {
@@ -98,11 +107,18 @@ struct FakeExecutor {
     std::vector<int32_t> tokens;
     std::vector<uint64_t> fps;  // fps[p]: fingerprint of tokens[0 .. p]
     std::vector<int32_t> table;
+    int32_t slot = -1;
+    int64_t window_from = 0;
+    bool first = true, restored = false;  // restored: its plan copied a snapshot into its slot
   };
   int bs;
   std::vector<uint64_t> kv;  // [num_blocks * block_size]
   std::map<int64_t, Row> rows;
   int64_t reads_checked = 0;
+  bool check_state = false;
+  int32_t snapshot_slot0 = 1 << 30;  // state slots from here on hold snapshots
+  std::map<int32_t, std::vector<uint64_t>> state;  // slot -> fingerprint per position (0: none)
+  int64_t restores_checked = 0;
 
   static uint64_t mix(uint64_t x) {
     x ^= x >> 31;
@@ -125,10 +141,14 @@ struct FakeExecutor {
       EXPECT_EQ(rows.count(a.seq_id), 0u) << "row " << a.seq_id << " added twice";
       Row& r = rows[a.seq_id];
       r = Row{a.epoch, a.tokens, {}, {}};
+      r.slot = a.state_slot;
+      r.window_from = a.window_from;
+      for (auto [src, dst] : plan.state_copies) r.restored |= dst == a.state_slot && src >= snapshot_slot0;
       extend(r);
     }
     for (const cache::BlockCopy& c : plan.copies)
       std::copy(kv.begin() + int64_t(c.src) * bs, kv.begin() + int64_t(c.src + 1) * bs, kv.begin() + int64_t(c.dst) * bs);
+    for (auto [src, dst] : plan.state_copies) state[dst] = state[src];
     StepResult res;
     res.step_id = plan.step_id;
     for (const PlanRow& p : plan.rows) {
@@ -152,6 +172,26 @@ struct FakeExecutor {
           return res;
         }
       for (int64_t q = p.start; q < p.start + p.count; ++q) slot(row, q) = row.fps[size_t(q)];
+      if (check_state) {
+        std::vector<uint64_t>& st = state[row.slot];
+        if (p.start == 0 || (row.window_from > 0 && p.start == row.window_from)) {
+          st.clear();
+        } else {
+          const bool restored = row.first && row.restored;
+          const bool ok = int64_t(st.size()) >= p.start && st[size_t(p.start - 1)] == row.fps[size_t(p.start - 1)] &&
+                          (!restored || int64_t(st.size()) == p.start);
+          restores_checked += restored;
+          if (!ok) {
+            ADD_FAILURE() << "sequence " << p.seq_id << " starts at " << p.start << " with slot " << row.slot
+                          << " holding " << st.size() << " positions" << (restored ? " (a restored snapshot)" : "")
+                          << " of another state";
+            return res;
+          }
+        }
+        if (int64_t(st.size()) < p.start + p.count) st.resize(size_t(p.start + p.count), 0);
+        for (int64_t q = p.start; q < p.start + p.count; ++q) st[size_t(q)] = row.fps[size_t(q)];
+      }
+      row.first = false;
       RowResult r;
       r.seq_id = p.seq_id;
       r.epoch = p.epoch;
@@ -174,6 +214,7 @@ struct FakeExecutor {
 
 struct Totals {
   int64_t requests = 0, preemptions = 0, forks = 0, aborted = 0, hit_tokens = 0, evictions = 0, reads_checked = 0;
+  int64_t snapshot_restores = 0, restores_checked = 0, replayed = 0;
 };
 
 void run_random(uint64_t seed, Totals& totals) {
@@ -195,13 +236,25 @@ void run_random(uint64_t seed, Totals& totals) {
   cfg.prefix_caching = (seed / 2) % 2 == 0;
   // Prefix-aware admission: off, or waits of 1 to 4 steps.
   cfg.prefix_wait_steps = (seed / 4) % 3 == 0 ? 0 : int64_t(1 + seed % 4);
+  // Half of those model per-sequence state: a hit replays 1 to 5 positions (or is not
+  // used when that reaches before 0), and two thirds of them keep state snapshots.
+  const bool stateful = cfg.prefix_caching && (seed / 8) % 2 == 1;
+  if (stateful) {
+    const int64_t replay = 1 + int64_t(seed % 5);
+    cfg.replay_start = [replay](int64_t hit, int64_t) { return hit - replay > 0 ? hit - replay : -1; };
+    cfg.num_snapshots = int64_t(seed % 3);
+    cfg.snapshot_usable = [](int64_t, int64_t) { return true; };
+  }
   std::vector<std::vector<int32_t>> shared(3);
   for (auto& p : shared)
     for (int i = 0; i < 48; ++i) p.push_back(int32_t(rng() % 1000));
   cache::BlockManager bm(num_blocks, block_size, cfg.max_num_seqs, int64_t(rng() % 3));
+  cfg.snapshot_slot0 = int32_t(cfg.max_num_seqs);
   Scheduler sched(cfg, bm);
   World w;
   FakeExecutor exec(num_blocks, block_size);
+  exec.check_state = stateful;
+  exec.snapshot_slot0 = cfg.snapshot_slot0;
   StepPlan plans[2];
   std::deque<StepResult> in_flight;
   std::set<Request*> live;
@@ -272,6 +325,13 @@ void run_random(uint64_t seed, Totals& totals) {
   totals.hit_tokens += sched.prefix_stats().hit_tokens;
   totals.evictions += bm.counters().evictions;
   totals.reads_checked += exec.reads_checked;
+  totals.snapshot_restores += sched.prefix_stats().snapshot_restores;
+  totals.restores_checked += exec.restores_checked;
+  totals.replayed += sched.prefix_stats().replayed_tokens;
+  if (!stateful) {
+    EXPECT_EQ(sched.prefix_stats().replayed_tokens, 0);
+    EXPECT_EQ(sched.prefix_stats().snapshot_saves, 0);
+  }
   if (!cfg.prefix_caching) {
     EXPECT_EQ(sched.prefix_stats().hit_tokens, 0);
   }
@@ -304,9 +364,13 @@ TEST(SchedulerRandom, InvariantsHoldEveryStep) {
   EXPECT_GT(t.hit_tokens, 2000);
   EXPECT_GT(t.evictions, 100);
   EXPECT_GT(t.reads_checked, 100000);
-  std::printf("%lld requests, %lld preemptions, %lld forked samples, %lld tokens from cached blocks, %lld evictions\n",
+  EXPECT_GT(t.replayed, 100);
+  EXPECT_GT(t.snapshot_restores, 20);
+  EXPECT_EQ(t.restores_checked, t.snapshot_restores) << "every restore's first row checked";
+  std::printf("%lld requests, %lld preemptions, %lld forked samples, %lld tokens from cached blocks, %lld evictions, "
+              "%lld replayed positions, %lld snapshot restores\n",
               (long long)t.requests, (long long)t.preemptions, (long long)t.forks, (long long)t.hit_tokens,
-              (long long)t.evictions);
+              (long long)t.evictions, (long long)t.replayed, (long long)t.snapshot_restores);
 }
 
 TEST(BlockManager, CopyOnWriteAndForkRefcounts) {
@@ -624,4 +688,104 @@ TEST(SchedulerPrefixAdmission, NoRequestStarves) {
   EXPECT_GT(hits, fcfs_hits);
   std::printf("longest admission delay: FCFS %lld steps, prefix-aware %lld; cached tokens %lld vs %lld; %lld waits\n",
               (long long)fcfs_delay, (long long)delay, (long long)fcfs_hits, (long long)hits, (long long)waits);
+}
+
+namespace {
+
+// Agent turns with per-sequence state: turn t's prompt is turn t-1's prompt, its outputs
+// and `extra` new tokens. Each turn runs to completion before the next arrives; with
+// `pipelined`, a step's result is applied after the next step is planned (asynchronous
+// scheduling). Between turns an unrelated request runs when `interloper`.
+struct TurnsOutcome {
+  PrefixCacheStats stats;
+  std::vector<int64_t> cached;  // per turn: positions not computed
+  int64_t restores_checked = 0;
+};
+
+TurnsOutcome run_turns(int64_t snapshots, int64_t budget, bool pipelined, bool interloper) {
+  SchedulerConfig cfg;
+  cfg.prefix_caching = true;
+  cfg.prefix_wait_steps = 0;
+  cfg.max_num_batched_tokens = budget;
+  cfg.replay_start = [](int64_t hit, int64_t) { return hit - 40 > 0 ? hit - 40 : -1; };
+  cfg.num_snapshots = snapshots;
+  cfg.snapshot_slot0 = 8;
+  cfg.snapshot_usable = [](int64_t, int64_t) { return true; };
+  cache::BlockManager bm(128, 16, 8, 1);
+  Scheduler sched(cfg, bm);
+  FakeExecutor exec(bm.num_blocks(), bm.block_size());
+  exec.check_state = true;
+  exec.snapshot_slot0 = cfg.snapshot_slot0;
+  TurnsOutcome out;
+  std::vector<int32_t> prompt = shared_then_own(0, 100, 1);
+  std::vector<std::unique_ptr<Request>> reqs;
+  auto run_one = [&](std::unique_ptr<Request> r) {
+    Request* req = r.get();
+    reqs.push_back(std::move(r));
+    StepPlan plans[2];
+    std::deque<StepResult> in_flight;
+    for (int step = 0; step < 200 && !(req->finished() && in_flight.empty()); ++step) {
+      StepPlan& plan = plans[step % 2];
+      sched.schedule(plan);
+      if (!plan.empty()) in_flight.push_back(exec.run(plan));
+      while (in_flight.size() > (pipelined ? 1u : 0u) || (!in_flight.empty() && plan.empty())) {
+        for (Sequence* q : sched.update(in_flight.front()))
+          if (q->num_outputs() >= q->request->params.max_tokens) sched.finish(q);
+        in_flight.pop_front();
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+    EXPECT_TRUE(req->finished());
+  };
+  for (int turn = 0; turn < 3; ++turn) {
+    const int64_t before = sched.prefix_stats().hit_tokens;
+    auto r = request_with(sched, "t" + std::to_string(turn), prompt, 4);
+    Sequence* seq = r->seqs[0].get();
+    run_one(std::move(r));
+    out.cached.push_back(sched.prefix_stats().hit_tokens - before);
+    // The next turn: this one's prompt and outputs, then 30 new tokens.
+    prompt.assign(seq->tokens.begin(), seq->tokens.begin() + seq->num_tokens());
+    for (int32_t t : shared_then_own(0, 30, 10 + turn)) prompt.push_back(t);
+    if (interloper) run_one(request_with(sched, "x" + std::to_string(turn), shared_then_own(0, 50, 20 + turn), 2));
+  }
+  out.stats = sched.prefix_stats();
+  out.restores_checked = exec.restores_checked;
+  EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
+  return out;
+}
+
+}  // namespace
+
+// Turn 1's prompt (100 tokens) is cut at 96, its last full block, and its state saved
+// there; turn 2 (134 tokens) hits 6 blocks and restores that state instead of replaying
+// 40 positions; turn 3 (168) restores turn 2's state at 128. Checked by the fake
+// executor's state slots: each restored state is exactly at its block's end. Without
+// snapshots every hit replays; with one slot an unrelated request between turns evicts
+// the turn's snapshot (LRU) and the next turn replays.
+TEST(SchedulerStateSnapshots, AgentTurnsRestoreInsteadOfReplaying) {
+  for (bool pipelined : {false, true})
+    for (int64_t budget : {int64_t(2048), int64_t(24)}) {
+      SCOPED_TRACE(std::string(pipelined ? "pipelined" : "lock-step") + ", budget " + std::to_string(budget));
+      const TurnsOutcome on = run_turns(2, budget, pipelined, false);
+      if (HasFailure()) return;
+      EXPECT_EQ(on.cached, (std::vector<int64_t>{0, 96, 128}));
+      EXPECT_EQ(on.stats.snapshot_saves, 3);
+      EXPECT_EQ(on.stats.snapshot_restores, 2);
+      EXPECT_EQ(on.restores_checked, 2);
+      EXPECT_EQ(on.stats.replayed_tokens, 0);
+
+      const TurnsOutcome off = run_turns(0, budget, pipelined, false);
+      EXPECT_EQ(off.cached, (std::vector<int64_t>{0, 96 - 40, 128 - 40}));
+      EXPECT_EQ(off.stats.snapshot_saves, 0);
+      EXPECT_EQ(off.stats.replayed_tokens, 80);
+
+      const TurnsOutcome evicted = run_turns(1, budget, pipelined, true);
+      EXPECT_EQ(evicted.cached, (std::vector<int64_t>{0, 96 - 40, 128 - 40}));
+      EXPECT_EQ(evicted.stats.snapshot_restores, 0);
+      EXPECT_EQ(evicted.stats.snapshot_saves, 6);
+
+      const TurnsOutcome kept = run_turns(2, budget, pipelined, true);
+      EXPECT_EQ(kept.cached, (std::vector<int64_t>{0, 96, 128}));
+      EXPECT_EQ(kept.stats.snapshot_restores, 2);
+    }
 }

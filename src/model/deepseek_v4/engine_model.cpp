@@ -87,6 +87,11 @@ class DeepseekV4Model final : public Model {
     GANNET_CHECK(replay_from == 0, "bounded replay on DeepSeek-V4");
     return m_.prefix_replay_start(hit);
   }
+  // Window rings and open compressor groups: a function of the tokens up to `at`.
+  bool state_restorable(int64_t at, int64_t replay_from) const override {
+    (void)at, (void)replay_from;
+    return true;
+  }
   uint64_t output_weight_bytes() const override {
     return uint64_t(m_.config().vocab_size) * uint64_t(m_.config().hidden_size) * 2;  // head.weight, BF16
   }

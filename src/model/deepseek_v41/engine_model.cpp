@@ -122,6 +122,14 @@ class DeepseekV41Model final : public Model {
   int64_t prefix_replay_start(int64_t hit, int64_t replay_from) const override {
     return m_.prefix_replay_start(hit, replay_from);
   }
+  // The layers up to the last KV source (with their compressors), the Engram history and
+  // the drafter's rings hold a function of the tokens up to `at`. The decoder layers after
+  // the last source, under bounded replay, attend nothing before replay_from: their rings
+  // are never read when the snapshot ends at or before it, whatever the saving sequence
+  // left there.
+  bool state_restorable(int64_t at, int64_t replay_from) const override {
+    return replay_from == 0 || at <= replay_from;
+  }
   int64_t draft_block() const override { return m_.dspark_enabled() ? m_.dspark_block() : 0; }
   void draft(const Batch& last, const DraftJob* jobs, int64_t n_jobs, const CacheViews& cache,
              ThreadPool* pool) override {
