@@ -70,6 +70,7 @@ EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t ma
   a.enable_prefix_caching = o.prefix_caching;
   a.prefix_cache_dir = o.prefix_cache_dir;
   if (o.prefix_wait_steps >= 0) a.prefix_wait_steps = o.prefix_wait_steps;
+  if (o.prefix_state_snapshots >= 0) a.prefix_state_snapshots = o.prefix_state_snapshots;
   if (a.kv_cache_memory == 0) {
     const io::ModelConfig cfg = io::load_model_config(o.model);
     const uint64_t tokens = uint64_t(max_seqs) * uint64_t(max_tokens_per_seq + 2 * a.block_size);
@@ -465,6 +466,7 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   const bool caching = eng.scheduler().config().prefix_caching;
   rep.meta["prefix_caching"] = caching;
   if (caching) rep.meta["prefix_wait_steps"] = eng.scheduler().config().prefix_wait_steps;
+  if (caching) rep.meta["prefix_state_snapshots"] = eng.scheduler().config().num_snapshots;
   if (synthetic) {
     rep.meta["shared_prefix_len"] = o.shared_prefix_len;
     rep.meta["turns"] = o.turns;

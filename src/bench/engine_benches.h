@@ -34,6 +34,7 @@ struct EngineBenchOptions {
   int prefix_caching = -1;
   std::string prefix_cache_dir;  // EngineArgs::prefix_cache_dir (throughput only)
   int64_t prefix_wait_steps = -1;  // EngineArgs::prefix_wait_steps (-1: its default; throughput only)
+  int64_t prefix_state_snapshots = -1;  // EngineArgs::prefix_state_snapshots (-1: its default)
 };
 
 struct DecodeOptions : EngineBenchOptions {

@@ -273,6 +273,7 @@ bench::Report run_agent_bench(const AgentBenchOptions& o, const bench::Roofline&
   rep.meta["thinking"] = o.thinking;
   rep.meta["prefix_caching"] = srv.prefix_caching();
   rep.meta["prefix_cache_dir"] = o.engine.prefix_cache_dir;
+  rep.meta["prefix_state_snapshots"] = o.engine.prefix_state_snapshots;  // -1: the engine's default
   rep.meta["async_scheduling"] = o.engine.async_scheduling;
   rep.columns = {{"turn", "turn", 0},
                  {"prompt_tokens_mean", "prompt tok", 0},

@@ -43,6 +43,7 @@ const char* kBenchUsage =
     "             [--no-prefix-caching | --enable-prefix-caching]   (default: the engine's, on for dense models)\n"
     "             [--prefix-cache-dir DIR]   the prefix cache's disk tier (run twice: hits from disk)\n"
     "             [--prefix-wait-steps N]   prefix-aware admission's bound (0: plain FCFS)\n"
+    "             [--prefix-state-snapshots N]   DeepSeek: saved states hits copy instead of replaying\n"
     "             under mpirun -np N (one engine per rank, rank 0 reports the job): [--dp N]\n"
     "             [--expert-parallel on|off] [--ep-redundant-experts R --eplb-interval K [--eplb-window W]]\n"
     "             [--mpi-timeout SECONDS]   (README: Several processes)\n"
@@ -113,12 +114,12 @@ int cmd_bench(const Args& args) {
            "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max",
            "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
            "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens", "max-num-seqs",
-           "shared-prefix-len", "turns", "prefix-cache-dir", "prefix-wait-steps", "expert-parallel", "ep-redundant-experts", "eplb-interval",
+           "shared-prefix-len", "turns", "prefix-cache-dir", "prefix-wait-steps", "prefix-state-snapshots", "expert-parallel", "ep-redundant-experts", "eplb-interval",
            "eplb-window", "dp", "mpi-timeout", "image-size", "conversations", "system-len", "tool-result-len"},
           {"remeasure", "help", "force-accept", "no-prefix-caching", "enable-prefix-caching", "no-precompute", "thinking"});
   if (f.has("force-accept") && which != "decode") throw UsageError("--force-accept applies to bench decode only");
   for (const char* flag : {"max-num-seqs", "turns", "no-prefix-caching", "enable-prefix-caching", "prefix-cache-dir",
-                           "prefix-wait-steps"})
+                           "prefix-wait-steps", "prefix-state-snapshots"})
     if (f.has(flag) && which != "throughput" && which != "agent")
       throw UsageError(std::string("--") + flag + " applies to bench throughput and agent only");
   for (const char* flag : {"shared-prefix-len", "expert-parallel", "ep-redundant-experts", "eplb-interval", "eplb-window",
@@ -287,6 +288,7 @@ int cmd_bench(const Args& args) {
     o.prefix_cache_dir = f.get_or("prefix-cache-dir", "");
     if (f.has("prefix-cache-dir") && o.prefix_cache_dir.empty()) throw UsageError("--prefix-cache-dir is empty");
     o.prefix_wait_steps = f.get_int_in("prefix-wait-steps", -1, 0, 1 << 20);
+    o.prefix_state_snapshots = f.get_int_in("prefix-state-snapshots", -1, 0, 1 << 20);
     if ((f.has("shared-prefix-len") || f.has("turns")) && f.has("dataset"))
       throw UsageError("--shared-prefix-len and --turns shape synthetic requests; --dataset brings its own");
     if (auto d = f.get("dataset")) {

@@ -102,6 +102,8 @@ def test_bench_usage_errors(gannet):
     assert p.returncode == 2 and "--batch-sizes expects an integer" in p.stderr
     p = gannet(["bench", "decode", "--model", "/nonexistent", "--max-num-seqs", "4"], check=False)
     assert p.returncode == 2 and "--max-num-seqs applies to bench throughput and agent only" in p.stderr
+    p = gannet(["bench", "prefill", "--model", "/nonexistent", "--prefix-state-snapshots", "4"], check=False)
+    assert p.returncode == 2 and "--prefix-state-snapshots applies to bench throughput and agent only" in p.stderr
     for flag in (["--shared-prefix-len", "8"], ["--turns", "2"], ["--no-prefix-caching"], ["--prefix-cache-dir", "d"]):
         p = gannet(["bench", "prefill", "--model", "/nonexistent", *flag], check=False)
         only = "throughput only" if flag[0] == "--shared-prefix-len" else "throughput and agent only"
