@@ -166,10 +166,11 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
     budget = std::min<uint64_t>(uint64_t(double(mem_available_bytes()) * 0.4), cap);
   }
   // Snapshot slots come on top of the budget (which keeps its blocks); by default one per
-  // sequence, up to a quarter of the budget's size.
+  // sequence, up to a quarter of the budget's size; then a rolling slot per sequence.
   if (num_snapshots < 0)
     num_snapshots = std::min<int64_t>(args_.max_num_seqs, int64_t(budget / 4 / uint64_t(spec.state_bytes_per_seq)));
-  const int64_t num_slots = args_.max_num_seqs + num_snapshots;
+  // With snapshots, each sequence slot also has a rolling slot for its decode snapshots.
+  const int64_t num_slots = args_.max_num_seqs + num_snapshots + (num_snapshots > 0 ? args_.max_num_seqs : 0);
   const int64_t num_blocks = cache::CacheEngine::blocks_for_budget(spec, budget, args_.block_size, args_.max_num_seqs);
   if (num_blocks < 1)
     fail("--kv-cache-memory ", format_bytes(budget), " holds no block of ", args_.block_size, " tokens (",
@@ -181,7 +182,8 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
   if (arena > available)
     fail("the KV cache needs ", format_bytes(arena), " (--kv-cache-memory / GANNET_KV_CACHE_MEMORY = ",
          format_bytes(budget),
-         num_snapshots > 0 ? ", plus " + std::to_string(num_snapshots) + " state snapshots (--prefix-state-snapshots)"
+         num_snapshots > 0 ? ", plus " + std::to_string(num_snapshots + args_.max_num_seqs) +
+                                 " state snapshots (--prefix-state-snapshots and one per sequence)"
                            : std::string(),
          ") but only ", format_bytes(available), " of memory is available; lower it");
   try {
@@ -230,6 +232,7 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
     if (num_snapshots > 0) {
       sc.num_snapshots = num_snapshots;
       sc.snapshot_slot0 = int32_t(args_.max_num_seqs);
+      sc.rolling_slot0 = int32_t(args_.max_num_seqs + num_snapshots);
       // With bounded replay every sequence's decoder layers start at its own replay_from:
       // a saved state serves one whose replay starts at or after the snapshot (one with
       // no bounded replay at all, its prompt shorter than keep, would need rows the saver

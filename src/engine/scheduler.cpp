@@ -13,6 +13,7 @@ Scheduler::Scheduler(const SchedulerConfig& cfg, cache::BlockManager& blocks) : 
   blocks_.set_prefix_caching(cfg.prefix_caching);
   GANNET_CHECK(cfg.num_snapshots == 0 || (cfg.prefix_caching && cfg.replay_start && cfg.snapshot_usable),
                "state snapshots need prefix caching of a model with per-sequence state");
+  GANNET_CHECK(cfg.rolling_slot0 < 0 || cfg.num_snapshots > 0, "decode snapshots need snapshot slots");
   snaps_.resize(size_t(std::max<int64_t>(0, cfg.num_snapshots)));
 }
 
@@ -28,7 +29,17 @@ int64_t Scheduler::snapshot_boundary(Sequence* seq) {
 }
 
 void Scheduler::emit_saves(StepPlan& plan) {
+  const int bs = blocks_.block_size();
   for (const PendingSave& s : saves_) {
+    if (s.rolling) {  // into the sequence's rolling slot, its block's hash now known
+      Sequence* q = find_running(s.seq_id);
+      if (!q || q->epoch != s.epoch || q->num_tokens() < (s.block + 1) * bs) continue;
+      hash_blocks(q, s.block + 1);
+      plan.state_copies.push_back({s.src, cfg_.rolling_slot0 + q->table.state_slot});
+      q->rolling_block = s.block;
+      q->rolling_hash = q->block_hashes[size_t(s.block)];
+      continue;
+    }
     if (snap_index_.count(s.hash)) continue;
     size_t v = 0;  // the least recently used slot (an empty one first)
     for (size_t i = 1; i < snaps_.size(); ++i)
@@ -162,8 +173,12 @@ void Scheduler::schedule_chunk(Sequence* seq, int64_t count, StepPlan& plan, int
   // A prompt chunk ending at the sequence's snapshot boundary: the next plan saves its state.
   if (cfg_.num_snapshots > 0 && spec_k < 0) {
     const int64_t b = snapshot_boundary(seq);
-    if (b > 0 && seq->num_computed + count == b)
-      saves_.push_back({seq->table.state_slot, seq->block_hashes[size_t(b / blocks_.block_size() - 1)]});
+    const int bs = blocks_.block_size();
+    const int64_t end = seq->num_computed + count;
+    if (b > 0 && end == b)
+      saves_.push_back({seq->table.state_slot, seq->block_hashes[size_t(b / bs - 1)]});
+    else if (cfg_.rolling_slot0 >= 0 && end > seq->prompt_len && end % bs == 0)
+      saves_.push_back({seq->table.state_slot, {}, true, seq->id, seq->epoch, end / bs - 1});
   }
   PlanRow r;
   r.seq_id = seq->id;
@@ -530,6 +545,7 @@ void Scheduler::preempt(Sequence* seq) {
   seq->held.clear();
   seq->held_next = 0;
   seq->epoch++;
+  seq->rolling_block = -1;  // its slot (and rolling slot) go to others
   seq->num_preemptions++;
   seq->status = SeqStatus::kWaiting;
   // Back to the front: preempted sequences were admitted before anything still waiting.
@@ -539,6 +555,10 @@ void Scheduler::preempt(Sequence* seq) {
 
 void Scheduler::finish(Sequence* seq) {
   if (seq->status == SeqStatus::kRunning) {
+    // Its last decode snapshot becomes a snapshot: the next plan copies it before anything
+    // can write the rolling slot again.
+    if (seq->rolling_block >= 0) saves_.push_back({cfg_.rolling_slot0 + seq->table.state_slot, seq->rolling_hash});
+    seq->rolling_block = -1;
     remove_running(seq);
     leave_executor(seq);
     release_table(seq);

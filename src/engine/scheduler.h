@@ -89,6 +89,12 @@ struct SchedulerConfig {
   // the state is taken exactly there (chunking never changes results). LRU when full.
   int64_t num_snapshots = 0;
   int32_t snapshot_slot0 = 0;
+  // Decode snapshots: a plain row ending on a block boundary past the prompt copies the
+  // sequence's state into the state slot rolling_slot0 + its own slot (one per sequence
+  // slot, overwritten at each boundary); when the sequence ends, the last one is copied
+  // into a snapshot slot, so the conversation's next turn, whose prompt holds this one's
+  // outputs, hits it. -1: none.
+  int32_t rolling_slot0 = -1;
   std::function<bool(int64_t at, int64_t prompt_len)> snapshot_usable;
 };
 
@@ -228,6 +234,11 @@ class Scheduler {
   // that plan runs after the one computing the chunk and copies (executor) before its
   // forward pass, and the sequence's slot is not written in between (a slot released or
   // given to an admission meanwhile is only written by that plan's forward).
+  // Decode snapshots (SchedulerConfig::rolling_slot0): a plain row ending on a block
+  // boundary past the prompt owes a rolling save the same way (the block's hash is taken
+  // at emission, once its last token is real); an ending sequence's last rolling save is
+  // promoted into a snapshot slot by the next plan, before anything can write its rolling
+  // slot again (a sequence given the slot meanwhile first saves a plan later).
   struct Snapshot {
     cache::BlockHash hash;
     uint64_t used = 0;  // LRU tick; 0: empty
@@ -237,6 +248,12 @@ class Scheduler {
   struct PendingSave {
     int32_t src;
     cache::BlockHash hash;
+    // A rolling save (decode): the hash of block `block` of sequence seq_id, taken at
+    // emission if it still runs at `epoch`.
+    bool rolling = false;
+    int64_t seq_id = 0;
+    uint64_t epoch = 0;
+    int64_t block = 0;
   };
   std::vector<PendingSave> saves_;
   uint64_t snap_tick_ = 0;

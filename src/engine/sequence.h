@@ -60,6 +60,10 @@ struct Sequence {
   // A hit for a model with per-sequence state recomputes [window_from, cached_until) to
   // rebuild it (Model::prefix_replay_start); 0, 0: none.
   int64_t window_from = 0, cached_until = 0;
+  // Decode snapshots: its rolling slot holds its state after block rolling_block (hash
+  // rolling_hash) once the plans so far have run; -1: none.
+  int64_t rolling_block = -1;
+  cache::BlockHash rolling_hash;
   bool in_executor = false;     // the executor holds a row for it (added, not yet removed)
   CompletionOutput out;         // text, ids, logprobs, finish reason
   size_t sent_tokens = 0, sent_text = 0;  // what streamed outputs have carried so far

@@ -237,7 +237,8 @@ void run_random(uint64_t seed, Totals& totals) {
   // Prefix-aware admission: off, or waits of 1 to 4 steps.
   cfg.prefix_wait_steps = (seed / 4) % 3 == 0 ? 0 : int64_t(1 + seed % 4);
   // Half of those model per-sequence state: a hit replays 1 to 5 positions (or is not
-  // used when that reaches before 0), and two thirds of them keep state snapshots.
+  // used when that reaches before 0), and two thirds of them keep state snapshots
+  // (prompt and decode ones).
   const bool stateful = cfg.prefix_caching && (seed / 8) % 2 == 1;
   if (stateful) {
     const int64_t replay = 1 + int64_t(seed % 5);
@@ -250,6 +251,7 @@ void run_random(uint64_t seed, Totals& totals) {
     for (int i = 0; i < 48; ++i) p.push_back(int32_t(rng() % 1000));
   cache::BlockManager bm(num_blocks, block_size, cfg.max_num_seqs, int64_t(rng() % 3));
   cfg.snapshot_slot0 = int32_t(cfg.max_num_seqs);
+  if (cfg.num_snapshots > 0) cfg.rolling_slot0 = int32_t(cfg.max_num_seqs + cfg.num_snapshots);
   Scheduler sched(cfg, bm);
   World w;
   FakeExecutor exec(num_blocks, block_size);
@@ -702,7 +704,9 @@ struct TurnsOutcome {
   int64_t restores_checked = 0;
 };
 
-TurnsOutcome run_turns(int64_t snapshots, int64_t budget, bool pipelined, bool interloper) {
+TurnsOutcome run_turns(int64_t snapshots, int64_t budget, bool pipelined, bool interloper, int64_t outputs = 4) {
+  SCOPED_TRACE("snapshots " + std::to_string(snapshots) + (interloper ? ", interloper" : "") + ", outputs " +
+               std::to_string(outputs));
   SchedulerConfig cfg;
   cfg.prefix_caching = true;
   cfg.prefix_wait_steps = 0;
@@ -710,6 +714,7 @@ TurnsOutcome run_turns(int64_t snapshots, int64_t budget, bool pipelined, bool i
   cfg.replay_start = [](int64_t hit, int64_t) { return hit - 40 > 0 ? hit - 40 : -1; };
   cfg.num_snapshots = snapshots;
   cfg.snapshot_slot0 = 8;
+  if (snapshots > 0) cfg.rolling_slot0 = int32_t(8 + snapshots);
   cfg.snapshot_usable = [](int64_t, int64_t) { return true; };
   cache::BlockManager bm(128, 16, 8, 1);
   Scheduler sched(cfg, bm);
@@ -739,7 +744,7 @@ TurnsOutcome run_turns(int64_t snapshots, int64_t budget, bool pipelined, bool i
   };
   for (int turn = 0; turn < 3; ++turn) {
     const int64_t before = sched.prefix_stats().hit_tokens;
-    auto r = request_with(sched, "t" + std::to_string(turn), prompt, 4);
+    auto r = request_with(sched, "t" + std::to_string(turn), prompt, outputs);
     Sequence* seq = r->seqs[0].get();
     run_one(std::move(r));
     out.cached.push_back(sched.prefix_stats().hit_tokens - before);
@@ -750,14 +755,16 @@ TurnsOutcome run_turns(int64_t snapshots, int64_t budget, bool pipelined, bool i
   }
   out.stats = sched.prefix_stats();
   out.restores_checked = exec.restores_checked;
+  EXPECT_EQ(sched.num_deferred_releases(), 0u);
+  EXPECT_EQ(sched.num_running(), 0u);
   EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
   return out;
 }
 
 }  // namespace
 
-// Turn 1's prompt (100 tokens) is cut at 96, its last full block, and its state saved
-// there; turn 2 (134 tokens) hits 6 blocks and restores that state instead of replaying
+// Turn 1's prompt (100 tokens, 4 outputs) is cut at 96, its last full block, and its
+// state saved there; turn 2 (134 tokens) hits 6 blocks and restores that state instead of replaying
 // 40 positions; turn 3 (168) restores turn 2's state at 128. Checked by the fake
 // executor's state slots: each restored state is exactly at its block's end. Without
 // snapshots every hit replays; with one slot an unrelated request between turns evicts
@@ -787,5 +794,16 @@ TEST(SchedulerStateSnapshots, AgentTurnsRestoreInsteadOfReplaying) {
       const TurnsOutcome kept = run_turns(2, budget, pipelined, true);
       EXPECT_EQ(kept.cached, (std::vector<int64_t>{0, 96, 128}));
       EXPECT_EQ(kept.stats.snapshot_restores, 2);
+
+      // 20 outputs: decoding crosses a block boundary (112, then 160), whose snapshot the
+      // next turn, which hits through the outputs, restores.
+      const TurnsOutcome decoded = run_turns(2, budget, pipelined, false, 20);
+      EXPECT_EQ(decoded.cached, (std::vector<int64_t>{0, 112, 160}));
+      // Each prompt's, and the first two turns' last decode snapshots (the third's would be
+      // copied by a next plan).
+      EXPECT_EQ(decoded.stats.snapshot_saves, 5);
+      EXPECT_EQ(decoded.stats.snapshot_restores, 2);
+      EXPECT_EQ(decoded.restores_checked, 2);
+      EXPECT_EQ(decoded.stats.replayed_tokens, 0);
     }
 }
