@@ -91,8 +91,9 @@ struct EngineArgs {
   // request has after the last full block of its prompt is kept in this many snapshot
   // slots (LRU), so a later hit on that block copies it instead of recomputing the
   // positions that rebuild it (the replay). Bit-identical either way. -1: the default,
-  // --max-num-seqs slots when prefix caching is on, fewer if they would take more than a
-  // quarter of the KV budget; 0: off. --prefix-state-snapshots,
+  // four per --max-num-seqs when prefix caching is on, fewer if they would take more than
+  // a quarter of the KV budget (they come on top of it, with a rolling slot per sequence
+  // for decode snapshots); 0: off. --prefix-state-snapshots,
   // GANNET_PREFIX_STATE_SNAPSHOTS.
   int64_t prefix_state_snapshots = -1;
   // Scale-out (one engine per rank of an `mpirun` job; README "Several processes").

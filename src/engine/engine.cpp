@@ -165,10 +165,12 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
                          uint64_t(args_.max_num_seqs) * uint64_t(spec.state_bytes_per_seq);
     budget = std::min<uint64_t>(uint64_t(double(mem_available_bytes()) * 0.4), cap);
   }
-  // Snapshot slots come on top of the budget (which keeps its blocks); by default one per
-  // sequence, up to a quarter of the budget's size; then a rolling slot per sequence.
+  // Snapshot slots come on top of the budget (which keeps its blocks); by default four per
+  // sequence (a conversation keeps its last prompt's and last answer's while its next turn
+  // waits, and more conversations wait than run), up to a quarter of the budget's size;
+  // then a rolling slot per sequence.
   if (num_snapshots < 0)
-    num_snapshots = std::min<int64_t>(args_.max_num_seqs, int64_t(budget / 4 / uint64_t(spec.state_bytes_per_seq)));
+    num_snapshots = std::min<int64_t>(4 * args_.max_num_seqs, int64_t(budget / 4 / uint64_t(spec.state_bytes_per_seq)));
   // With snapshots, each sequence slot also has a rolling slot for its decode snapshots.
   const int64_t num_slots = args_.max_num_seqs + num_snapshots + (num_snapshots > 0 ? args_.max_num_seqs : 0);
   const int64_t num_blocks = cache::CacheEngine::blocks_for_budget(spec, budget, args_.block_size, args_.max_num_seqs);

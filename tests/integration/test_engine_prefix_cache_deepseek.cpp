@@ -361,8 +361,9 @@ void agent_turns(const std::string& golden, int64_t keep, bool dspark) {
     engine::Engine full(make(0, false, false));
     auto ref = run_each(full, cases);
     expect_same(ref, got, what);
-    if (dspark && !async)
+    if (dspark && !async) {
       for (auto& [i, r] : ref) EXPECT_EQ(r.spec, got.at(i).spec) << what << ": turn " << i;
+    }
     // Snapshots off: the same turns replay, with the same results.
     std::vector<Case> again;
     engine::Engine off(make(0, true, async));
