@@ -243,7 +243,7 @@ void run_random(uint64_t seed, Totals& totals) {
   if (stateful) {
     const int64_t replay = 1 + int64_t(seed % 5);
     cfg.replay_start = [replay](int64_t hit, int64_t) { return hit - replay > 0 ? hit - replay : -1; };
-    cfg.num_snapshots = int64_t(seed % 3);
+    cfg.num_snapshots = int64_t(seed % 3) * 3;
     cfg.snapshot_usable = [](int64_t, int64_t) { return true; };
   }
   std::vector<std::vector<int32_t>> shared(3);
