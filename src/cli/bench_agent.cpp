@@ -324,7 +324,7 @@ bench::Report run_agent_bench(const AgentBenchOptions& o, const bench::Roofline&
   rep.meta["hit_rate_from_turn_2"] = later_prompt ? double(later_cached) / double(later_prompt) : 0.0;
   rep.meta["recomputed_tokens"] = all_prompt - all_cached;
   rep.meta["output_tokens_per_s"] = double(all_out) / secs;
-  for (const char* k : {"evictions_total", "disk_hits_total", "disk_writes_total"})
+  for (const char* k : {"evictions_total", "disk_hits_total", "disk_writes_total", "replayed_total", "snapshot_restores_total"})
     if (counters.count(k)) rep.meta[std::string("prefix_cache_") + k] = counters[k];
   if (o.turns >= 2) rep.meta["ttft_last_over_turn_2"] = ttft_p50.back() / std::max(1e-9, ttft_p50[1]);
   return rep;

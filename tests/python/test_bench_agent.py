@@ -4,7 +4,8 @@ OpenAI server. Checked: a tool call every turn (tool_choice "required"), prompts
 grow by the re-rendered call and result, a history that stays cached (what each turn
 recomputes does not grow with the conversation, and is the whole prompt without
 caching), and the shared system prompt computed once by conversations that start
-together (prefix-aware admission). Timings are only checked to exist."""
+together (prefix-aware admission), and later turns that restore state snapshots instead
+of replaying. Timings are only checked to exist."""
 import json
 import os
 import subprocess
@@ -42,6 +43,17 @@ def test_agent_history_stays_cached(v41, tmp_path):  # noqa: F811
         assert r["recomputed_tokens_mean"] < r["prompt_tokens_mean"] / 2, r
     assert rows[2]["recomputed_tokens_mean"] <= rows[1]["recomputed_tokens_mean"] * 1.25 + 16
     assert j["hit_rate_from_turn_2"] > 0.5
+
+    # Later turns restore the state snapshot of the previous turn's prompt instead of
+    # replaying cached positions; without snapshots the same turns replay, and recompute more.
+    assert j["prefix_cache_snapshot_restores_total"] >= 2, j
+    nosnap = agent(tmp_path, v41, "--prefix-state-snapshots", "0")
+    assert nosnap["prefix_cache_snapshot_restores_total"] == 0
+    assert nosnap["prefix_cache_replayed_total"] > j["prefix_cache_replayed_total"]
+    for t, (a, b) in enumerate(zip(rows, nosnap["rows"])):
+        assert b["prompt_tokens_mean"] == a["prompt_tokens_mean"]
+        if t > 0:
+            assert b["recomputed_tokens_mean"] > a["recomputed_tokens_mean"], (a, b)
 
     off = agent(tmp_path, v41, "--no-prefix-caching")
     assert off["prefix_caching"] is False
