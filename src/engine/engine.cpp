@@ -228,8 +228,10 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
   if (sc.prefix_caching && stateful) {
     const model::Model* m = model_.get();
     const int64_t keep = replay_keep_;
-    sc.replay_start = [m, keep](int64_t hit, int64_t prompt_len) {
-      return m->prefix_replay_start(hit, keep > 0 ? std::max<int64_t>(0, prompt_len - keep) : 0);
+    // A request's decoder bounded replay start (0: none).
+    auto replay_from = [keep](int64_t prompt_len) { return keep > 0 ? std::max<int64_t>(0, prompt_len - keep) : 0; };
+    sc.replay_start = [m, replay_from](int64_t hit, int64_t prompt_len) {
+      return m->prefix_replay_start(hit, replay_from(prompt_len));
     };
     if (num_snapshots > 0) {
       sc.num_snapshots = num_snapshots;
@@ -239,9 +241,9 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
       // a saved state serves one whose replay starts at or after the snapshot (one with
       // no bounded replay at all, its prompt shorter than keep, would need rows the saver
       // skipped).
-      sc.snapshot_usable = [m, keep](int64_t at, int64_t prompt_len) {
-        if (keep == 0) return m->state_restorable(at, 0);
-        return prompt_len - keep > 0 && m->state_restorable(at, prompt_len - keep);
+      sc.snapshot_usable = [m, keep, replay_from](int64_t at, int64_t prompt_len) {
+        const int64_t rf = replay_from(prompt_len);
+        return (keep == 0 || rf > 0) && m->state_restorable(at, rf);
       };
     }
   }

@@ -28,6 +28,11 @@ int64_t Scheduler::snapshot_boundary(Sequence* seq) {
   return b;
 }
 
+int64_t Scheduler::cut_at_snapshot(Sequence* seq, int64_t chunk) {
+  const int64_t b = snapshot_boundary(seq);
+  return b > 0 && seq->num_computed + chunk > b ? b - seq->num_computed : chunk;  // ends where its state is saved
+}
+
 void Scheduler::emit_saves(StepPlan& plan) {
   const int bs = blocks_.block_size();
   for (const PendingSave& s : saves_) {
@@ -303,8 +308,7 @@ void Scheduler::schedule(StepPlan& plan) {
     }
     if (self_preempted) break;  // seq was the newest: nothing after it remains
     if (chunk <= 0) continue;
-    if (const int64_t b = splittable ? snapshot_boundary(seq) : 0; b > 0 && seq->num_computed + chunk > b)
-      chunk = b - seq->num_computed;  // ends where its state is saved
+    if (splittable) chunk = cut_at_snapshot(seq, chunk);
     schedule_chunk(seq, chunk, plan);
     budget -= chunk;
   }
@@ -487,9 +491,7 @@ void Scheduler::schedule(StepPlan& plan) {
     // The prompt blocks it computes from here on are claimed until it offers them.
     if (cfg_.prefix_caching && !lp && cfg_.prefix_wait_steps > 0)
       claim_blocks(seq, int64_t(hit_blocks_.size()), n);
-    if (const int64_t b = splittable ? snapshot_boundary(seq) : 0; b > 0 && start + chunk > b) {
-      chunk = b - start;  // ends where its state is saved
-    }
+    if (splittable) chunk = cut_at_snapshot(seq, chunk);
     schedule_chunk(seq, chunk, plan);
     budget -= chunk;
   }

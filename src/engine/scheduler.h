@@ -259,6 +259,8 @@ class Scheduler {
   uint64_t snap_tick_ = 0;
   // The position a prompt chunk of seq should end at to take its snapshot (0: none).
   int64_t snapshot_boundary(Sequence* seq);
+  // A splittable prompt chunk of seq (from num_computed), cut to end at that position.
+  int64_t cut_at_snapshot(Sequence* seq, int64_t chunk);
   void emit_saves(StepPlan& plan);
 };
 
