@@ -112,7 +112,7 @@ TEST(KernelsPackedCodes, EveryFp8CodeWithExtremeScales) {
 }
 
 TEST(KernelsPackedCodes, EveryMxfp4CodeAndScale) {
-  const int64_t n = 9, k = 32 * 9 + 16;  // a partial last scale block
+  const int64_t n = 10, k = 32 * 9 + 16;  // a partial last scale block; a partial tile of 3 and of 4 rows
   std::vector<uint8_t> codes(size_t(n * k / 2));
   for (size_t i = 0; i < codes.size(); ++i) codes[i] = uint8_t(i * 13 + i / 16);
   std::vector<uint8_t> scales(size_t(n * ((k + 31) / 32)));

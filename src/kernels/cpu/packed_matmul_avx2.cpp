@@ -280,9 +280,202 @@ void tile(const float* x, int64_t k, const float* wb, int64_t ld, float* y) {
   GANNET_UNROLL for (int j = 0; j < NR; ++j) y[j] = tree_reduce(acc[j][0], acc[j][1]);
 }
 
+// ---- The decode GEMV of the scaled formats on whole chunks ----
+//
+// NR rows side by side with named-in-registers accumulators, the scales read once per
+// scale block, and software prefetch once per 64-byte line: into L1 a few lines ahead in
+// the same row and into L2 well ahead (past the row end into the next tiles' rows, which
+// are contiguous). Same products in the same order as gemv(), so the same bits; k and the
+// scale blocks along k must be whole 16-element chunks.
+//
+// Decoders, per 16 elements of a row:
+//   fp8 (fp8_plain: no NaN code, scale * 2^8 finite; the load-time scan)  the f16 route
+//        of fp8_div256 times scale * 2^8, with no per-chunk NaN test;
+//   int8  sign-extend, convert (exact), times the row's scale;
+//   mxfp4 in permuted lanes: the chunk's 8 bytes broadcast to the four qwords, qword i
+//        shifted right by 4i (register A) or 16 + 4i (register B), so the low dword's low
+//        nibble is code i (A) or 4 + i (B) and the high dword's is code i + 8 (A) or
+//        12 + i (B). vpermps reads the low 3 bits, the magnitude, from the E2M1
+//        magnitudes times the block's scale (the reference's one rounding of value *
+//        scale; a negative code's is the same rounding negated), and the code's bit 3,
+//        shifted to bit 31, gives the sign. x is loaded in the same lane order, and the
+//        accumulators go back to canonical lanes before the tree (as the AVX-512 file's
+//        "Permuted lanes"): every element still joins its canonical chain in k order.
+
+
+
+
+enum class Fast { kFp8Plain, kInt8, kMxfp4Lanes };
+
+template <Fast D>
+constexpr WeightFormat fast_format() {
+  return D == Fast::kFp8Plain ? WeightFormat::kFp8Block : D == Fast::kInt8 ? WeightFormat::kInt8Row : WeightFormat::kMxfp4;
+}
+
+constexpr int64_t kNearBytes = 256;
+constexpr int64_t kFarBytes = 8192;
+
+// The multiplier of scale block b of a row's scales at `srow`: the scale, times 2^8 for
+// fp8's f16 route; for MXFP4 the eight E2M1 magnitudes times the scale.
+// E8M0 scale codes as floats (e8m0_to_f32 of every byte), one load instead of its branches.
+struct Avx2E8m0Table {
+  float v[256];
+  Avx2E8m0Table() {
+    for (int i = 0; i < 256; ++i) v[i] = e8m0_to_f32(uint8_t(i));
+  }
+};
+const Avx2E8m0Table kAvx2E8m0;
+
+template <Fast D>
+[[gnu::always_inline]] inline __m256 fast_scale(bool e8m0, const uint8_t* srow, int64_t b) {
+  float s;
+  if (e8m0) s = kAvx2E8m0.v[srow[b]];
+  else std::memcpy(&s, srow + b * 4, 4);
+  if constexpr (D == Fast::kFp8Plain) return _mm256_set1_ps(s * 256.0f);
+  if constexpr (D == Fast::kMxfp4Lanes)
+    return _mm256_mul_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), _mm256_set1_ps(s));
+  return _mm256_set1_ps(s);
+}
+
+// 16 elements of the row at p from column c, decoded and scaled (t: fast_scale's value),
+// in D's lanes.
+template <Fast D>
+[[gnu::always_inline]] inline void fast_decode(const uint8_t* p, int64_t c, __m256 t, __m256& lo, __m256& hi) {
+  if constexpr (D == Fast::kFp8Plain) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + c));
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16(int16_t(0xbfff)));
+    lo = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), t);
+    hi = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), t);
+  } else if constexpr (D == Fast::kInt8) {
+    lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + c)))), t);
+    hi = _mm256_mul_ps(
+        _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + c + 8)))), t);
+  } else {
+    int64_t q;
+    std::memcpy(&q, p + c / 2, 8);
+    const __m256i v = _mm256_set1_epi64x(q);
+    const __m256i a = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 4, 8, 12));
+    const __m256i b = _mm256_srlv_epi64(v, _mm256_setr_epi64x(16, 20, 24, 28));
+    const __m256i sign = _mm256_set1_epi32(int32_t(0x80000000u));
+    lo = _mm256_xor_ps(_mm256_permutevar8x32_ps(t, a), _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(a, 28), sign)));
+    hi = _mm256_xor_ps(_mm256_permutevar8x32_ps(t, b), _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(b, 28), sign)));
+  }
+}
+
+// x (n a multiple of 16) in the MXFP4 lanes: per chunk [0 8 1 9 2 10 3 11 | 4 12 5 13 6 14 7 15].
+inline void mxfp4_permute_x(const float* x, int64_t n, float* out) {
+  for (int64_t c = 0; c < n; c += 16) {
+    const __m256 l = _mm256_loadu_ps(x + c), h = _mm256_loadu_ps(x + c + 8);
+    const __m256 u0 = _mm256_unpacklo_ps(l, h), u1 = _mm256_unpackhi_ps(l, h);
+    _mm256_storeu_ps(out + c, _mm256_permute2f128_ps(u0, u1, 0x20));
+    _mm256_storeu_ps(out + c + 8, _mm256_permute2f128_ps(u0, u1, 0x31));
+  }
+}
+
+// Accumulators of the MXFP4 lanes back in canonical lanes (lo: elements 0-7, hi: 8-15).
+inline void mxfp4_unpermute(__m256 a, __m256 b, __m256& lo, __m256& hi) {
+  lo = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                                              _MM_SHUFFLE(3, 1, 2, 0)));
+  hi = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
+                                              _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+// One chunk of NR rows at column c into the accumulators.
+template <Fast D, int NR>
+[[gnu::always_inline]] inline void fast_chunk(const float* x, const uint8_t* const (&p)[NR], int64_t c,
+                                              const __m256 (&t)[NR], __m256 (&al)[NR], __m256 (&ah)[NR]) {
+  const __m256 xl = _mm256_loadu_ps(x + c), xh = _mm256_loadu_ps(x + c + 8);
+  GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+    __m256 lo, hi;
+    fast_decode<D>(p[j], c, t[j], lo, hi);
+    al[j] = _mm256_fmadd_ps(xl, lo, al[j]);
+    ah[j] = _mm256_fmadd_ps(xh, hi, ah[j]);
+  }
+}
+
+// y[j] for w rows [r0, r0 + nr), nr <= NR (missing rows repeat the last and are not
+// stored). x: in D's lanes.
+template <Fast D, int NR>
+[[gnu::noinline]] void gemv_fast(const float* x, const PackedWeight& w, int64_t r0, int64_t nr, float* y) {
+  constexpr WeightFormat F = fast_format<D>();
+  const int64_t k = w.k, rb = w.row_bytes(), nb = w.scale_cols();
+  const int64_t bk = D == Fast::kInt8 ? k : w.block_k;  // int8: the row's one scale (column 0's)
+  const bool e8m0 = w.scale_dtype == DType::F8_E8M0;
+  const int64_t sbytes = e8m0 ? 1 : 4;
+  const uint8_t* p[NR];
+  const uint8_t* s[NR];
+  __m256 al[NR], ah[NR], t[NR];
+  GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+    const int64_t r = r0 + std::min<int64_t>(j, nr - 1);
+    p[j] = static_cast<const uint8_t*>(w.data) + r * rb;
+    s[j] = static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * nb * sbytes;
+    al[j] = ah[j] = t[j] = _mm256_setzero_ps();
+  }
+  int64_t blk = -1, next_block = 0;
+  constexpr int64_t kLineElems = F == WeightFormat::kMxfp4 ? 128 : 64;  // elements in one 64-byte line
+  int64_t c0 = 0;
+  for (; c0 < k; c0 += kLineElems) {
+    const int64_t at = packed_bytes(F, c0);
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(p[j] + at + kNearBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p[j] + at + kFarBytes), _MM_HINT_T2);
+    }
+    const int64_t c1 = std::min(k, c0 + kLineElems);
+    for (int64_t c = c0; c < c1; c += 16) {
+      if (c == next_block) {  // the next scale block
+        ++blk, next_block += bk;
+        GANNET_UNROLL for (int j = 0; j < NR; ++j) t[j] = fast_scale<D>(e8m0, s[j], blk);
+      }
+      fast_chunk<D, NR>(x, p, c, t, al, ah);
+    }
+  }
+  for (int j = 0; j < nr && j < NR; ++j) {
+    __m256 lo = al[j], hi = ah[j];
+    if constexpr (D == Fast::kMxfp4Lanes) mxfp4_unpermute(al[j], ah[j], lo, hi);
+    y[j] = tree_reduce(lo, hi);
+  }
+}
+
+// The fast GEMV's decoder for w, or false where its conditions do not hold.
+inline bool fast_gemv_for(const PackedWeight& w, Fast* d) {
+  if (w.k <= 0 || w.k % 16 || !w.scales) return false;
+  switch (w.format) {
+    case WeightFormat::kFp8Block: *d = Fast::kFp8Plain; return w.fp8_plain && w.block_k % 16 == 0;
+    case WeightFormat::kInt8Row: *d = Fast::kInt8; return true;
+    case WeightFormat::kMxfp4: *d = Fast::kMxfp4Lanes; return w.block_k % 16 == 0;
+    default: return false;
+  }
+}
+
+template <Fast D>
+constexpr int fast_nr() {
+  return D == Fast::kMxfp4Lanes ? 3 : 4;  // MXFP4's 4 rows spill accumulators (16 ymm registers)
+}
+
+template <Fast D>
+void fast_cols(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, float* y) {
+  if constexpr (D == Fast::kMxfp4Lanes) {
+    float* const xp = thread_scratch(ScratchSlot::kPackedAvx2XLanes, size_t(w.k));
+    mxfp4_permute_x(x, w.k, xp);
+    x = xp;
+  }
+  constexpr int nr = fast_nr<D>();
+  for (int64_t j = n0; j < n1; j += nr) gemv_fast<D, nr>(x, w, j, std::min<int64_t>(nr, n1 - j), y + j);
+}
+
 template <WeightFormat F>
 void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (m == 1) {
+    if constexpr (scaled(F)) {
+      Fast d;
+      if (fast_gemv_for(w, &d)) {
+        switch (d) {
+          case Fast::kFp8Plain: return fast_cols<Fast::kFp8Plain>(x, w, n0, n1, y);
+          case Fast::kInt8: return fast_cols<Fast::kInt8>(x, w, n0, n1, y);
+          case Fast::kMxfp4Lanes: return fast_cols<Fast::kMxfp4Lanes>(x, w, n0, n1, y);
+        }
+      }
+    }
     constexpr int nr = gemv_nr<F>();
     int64_t j = n0;
     for (; j + nr <= n1; j += nr) gemv<F, nr>(x, w, j, y + j);
