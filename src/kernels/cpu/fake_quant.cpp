@@ -134,9 +134,31 @@ void pack_fp4(const float* x, int64_t n, int64_t block, uint8_t* codes, uint8_t*
   pack_blocks(x, n, block, fp4_scale, 6.0f, [](float q) { return f32_to_fp4_e2m1(q); }, e8m0_of, codes, scales, true);
 }
 
+namespace {
+// Every E2M1 code's value (fp4_e2m1_to_f32), and n codes (two per byte, low nibble first)
+// times their block's scale: the same products as code by code, without a call per code.
+const float* e2m1_table() {
+  static const auto table = [] {
+    std::array<float, 16> t{};
+    for (int c = 0; c < 16; ++c) t[size_t(c)] = fp4_e2m1_to_f32(uint8_t(c));
+    return t;
+  }();
+  return table.data();
+}
+
+template <class Scale>
+void unpack_fp4_blocks(const uint8_t* codes, int64_t n, int64_t block, Scale scale_of, float* out) {
+  const float* t = e2m1_table();
+  for (int64_t b0 = 0; b0 < n; b0 += block) {
+    const float s = scale_of(b0 / block);
+    const int64_t e = std::min(n, b0 + block);
+    for (int64_t i = b0; i < e; ++i) out[i] = t[(codes[i / 2] >> ((i & 1) * 4)) & 0xf] * s;
+  }
+}
+}  // namespace
+
 void unpack_fp4(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t block, float* out) {
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = fp4_e2m1_to_f32(uint8_t((codes[i / 2] >> ((i & 1) * 4)) & 0xf)) * e8m0_to_f32(scales[i / block]);
+  unpack_fp4_blocks(codes, n, block, [&](int64_t b) { return e8m0_to_f32(scales[b]); }, out);
 }
 
 void pack_fp4_e4m3_scale(const float* x, int64_t n, int64_t block, uint8_t* codes, uint8_t* scales) {
@@ -146,8 +168,7 @@ void pack_fp4_e4m3_scale(const float* x, int64_t n, int64_t block, uint8_t* code
 
 void unpack_fp4_e4m3_scale(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t block, float* out) {
   const float* t = e4m3_table();
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = fp4_e2m1_to_f32(uint8_t((codes[i / 2] >> ((i & 1) * 4)) & 0xf)) * t[scales[i / block]];
+  unpack_fp4_blocks(codes, n, block, [&](int64_t b) { return t[scales[b]]; }, out);
 }
 
 }  // namespace gannet::kernels

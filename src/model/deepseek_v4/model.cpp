@@ -15,6 +15,7 @@
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "model/deepseek_v41/mhc.h"
+#include "model/deepseek_v41/index_scores.h"
 #include "model/deepseek_v41/topk.h"
 #include "model/rope_params.h"
 #include "model/packed_weight_loader.h"
@@ -397,27 +398,17 @@ void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const in
         }
         for (int64_t g = 0; g < nk; ++g)
           if (!cached(g)) std::memcpy(entry(m, l, first + g) + D, k.data() + g * idh, size_t(idh) * 4);
-        std::vector<float> keys(size_t(E * idh));
-        for (int64_t e2 = 0; e2 < E; ++e2) std::memcpy(keys.data() + e2 * idh, entry(m, l, e2) + D, size_t(idh) * 4);
+        std::vector<float> keys_t(static_cast<size_t>(E * idh)), dots(static_cast<size_t>(E));
+        for (int64_t e2 = 0; e2 < E; ++e2) {
+          const float* ke = entry(m, l, e2) + D;
+          for (int64_t c = 0; c < idh; ++c) keys_t[size_t(c * E + e2)] = ke[c];
+        }
         const float ss = 1.0f / std::sqrt(float(idh)), hs = 1.0f / std::sqrt(float(nih));
         std::vector<float> sce(static_cast<size_t>(E));
         for (int64_t i = 0; i < n; ++i) {
           const int64_t visible = (pos0 + i + 1) / 4;
-          for (int64_t e2 = 0; e2 < E; ++e2) {
-            if (e2 >= visible) {
-              sce[size_t(e2)] = kNegInf;
-              continue;
-            }
-            float s = 0.0f;
-            for (int64_t h = 0; h < nih; ++h) {
-              const float* qh = iq.data() + ((r0 + i) * nih + h) * idh;
-              const float* ke = keys.data() + e2 * idh;
-              float dot = 0.0f;
-              for (int64_t c = 0; c < idh; ++c) dot += qh[c] * ke[c];
-              s += (std::max(dot, 0.0f) * ss) * (iw[size_t((r0 + i) * nih + h)] * hs);
-            }
-            sce[size_t(e2)] = s;
-          }
+          deepseek_v41::index_scores(iq.data() + (r0 + i) * nih * idh, iw.data() + (r0 + i) * nih, nih, idh, keys_t.data(),
+                                     E, visible, ss, hs, dots.data(), sce.data());
           for (int32_t e2 : deepseek_v41::top_k_lower_index(sce.data(), E, c_.index_topk))
             if (sce[size_t(e2)] > kNegInf) sel[size_t(i)].push_back(e2);
         }

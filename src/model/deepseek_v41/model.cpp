@@ -13,6 +13,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "model/deepseek_v41/index_scores.h"
 #include "model/deepseek_v41/mhc.h"
 #include "model/deepseek_v41/topk.h"
 #include "model/rope_params.h"
@@ -357,8 +358,11 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float*
   const float softmax_scale = 1.0f / std::sqrt(float(idh)), heads_scale = 1.0f / std::sqrt(float(nih));
   const bool is_cand_src = l == c_.candidate_source_layer_id;
   const bool use_cand = !is_cand_src && c_.candidate_source_layer_id >= 0 && c_.candidate_source_layer_id < l && sh.has_cand;
-  std::vector<float> keys(size_t(E * idh));
-  for (int64_t e = 0; e < E; ++e) load_entry_key(entry(mem, src, e), keys.data() + e * idh);
+  std::vector<float> key(static_cast<size_t>(idh)), keys_t(static_cast<size_t>(E * idh)), dots(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) {
+    load_entry_key(entry(mem, src, e), key.data());
+    for (int64_t c = 0; c < idh; ++c) keys_t[size_t(c * E + e)] = key[size_t(c)];
+  }
   std::vector<float> sc(static_cast<size_t>(E));
   if (is_cand_src) {
     sh.cand.assign(size_t(n), {});
@@ -367,21 +371,8 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float*
   sh.topk.assign(size_t(n), {});
   for (int64_t i = 0; i < n; ++i) {
     const int64_t visible = (ch.pos0 + i + 1) / ratio;
-    for (int64_t e = 0; e < E; ++e) {
-      if (e >= visible) {
-        sc[size_t(e)] = kNegInf;
-        continue;
-      }
-      float s = 0.0f;
-      for (int64_t h = 0; h < nih; ++h) {
-        const float* qh = q + (i * nih + h) * idh;
-        const float* ke = keys.data() + e * idh;
-        float dot = 0.0f;
-        for (int64_t c = 0; c < idh; ++c) dot += qh[c] * ke[c];
-        s += (std::max(dot, 0.0f) * softmax_scale) * (wts[i * nih + h] * heads_scale);
-      }
-      sc[size_t(e)] = s;
-    }
+    index_scores(q + i * nih * idh, wts + i * nih, nih, idh, keys_t.data(), E, visible, softmax_scale, heads_scale,
+                 dots.data(), sc.data());
     if (is_cand_src) {
       // Blocks of B entries scored by their best member; the block holding the newest
       // visible entry always kept; the best topk_blocks blocks with a finite score.

@@ -1,0 +1,33 @@
+// The lightning indexer's scores of one query row against the compressed entries, shared by
+// DeepSeek-V4 and V4.1: sum over heads h, in order, of relu(q_h . k_e) * softmax_scale *
+// (w_h * heads_scale), each dot product summed over c in order (the spec's bits).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+namespace gannet::model::deepseek_v41 {
+
+// q: [nih, idh] of the row; w: its nih head weights; keys_t: the E keys transposed,
+// [idh, E], so the entries' sums run side by side in vector lanes. Entries from `visible`
+// on score -inf. dots: E floats of scratch; sc: the E scores.
+inline void index_scores(const float* q, const float* w, int64_t nih, int64_t idh, const float* keys_t, int64_t E,
+                         int64_t visible, float softmax_scale, float heads_scale, float* dots, float* sc) {
+  const int64_t nv = std::clamp<int64_t>(visible, 0, E);
+  std::fill(sc, sc + nv, 0.0f);
+  for (int64_t h = 0; h < nih; ++h) {
+    const float* qh = q + h * idh;
+    std::fill(dots, dots + nv, 0.0f);
+    for (int64_t c = 0; c < idh; ++c) {
+      const float qc = qh[c];
+      const float* kc = keys_t + c * E;
+      for (int64_t e = 0; e < nv; ++e) dots[e] += qc * kc[e];
+    }
+    const float wh = w[h] * heads_scale;
+    for (int64_t e = 0; e < nv; ++e) sc[e] += (std::max(dots[e], 0.0f) * softmax_scale) * wh;
+  }
+  std::fill(sc + nv, sc + E, -std::numeric_limits<float>::infinity());
+}
+
+}  // namespace gannet::model::deepseek_v41
