@@ -317,19 +317,10 @@ constexpr int64_t kFarBytes = 8192;
 
 // The multiplier of scale block b of a row's scales at `srow`: the scale, times 2^8 for
 // fp8's f16 route; for MXFP4 the eight E2M1 magnitudes times the scale.
-// E8M0 scale codes as floats (e8m0_to_f32 of every byte), one load instead of its branches.
-struct Avx2E8m0Table {
-  float v[256];
-  Avx2E8m0Table() {
-    for (int i = 0; i < 256; ++i) v[i] = e8m0_to_f32(uint8_t(i));
-  }
-};
-const Avx2E8m0Table kAvx2E8m0;
-
 template <Fast D>
 [[gnu::always_inline]] inline __m256 fast_scale(bool e8m0, const uint8_t* srow, int64_t b) {
   float s;
-  if (e8m0) s = kAvx2E8m0.v[srow[b]];
+  if (e8m0) s = kE8m0Values[srow[b]];
   else std::memcpy(&s, srow + b * 4, 4);
   if constexpr (D == Fast::kFp8Plain) return _mm256_set1_ps(s * 256.0f);
   if constexpr (D == Fast::kMxfp4Lanes)

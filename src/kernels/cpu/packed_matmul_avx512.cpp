@@ -185,7 +185,7 @@ inline __m512 e2m1_table() {
 template <Dec D>
 inline float block_scale(const PackedWeight& w, const uint8_t* srow, int64_t bc) {
   float s;
-  if (w.scale_dtype == DType::F8_E8M0) s = e8m0_to_f32(srow[bc]);
+  if (w.scale_dtype == DType::F8_E8M0) s = kE8m0Values[srow[bc]];
   else std::memcpy(&s, srow + bc * 4, 4);
   return D == Dec::kFp8Plain ? s * 256.0f : s;
 }
