@@ -60,14 +60,18 @@ TEST(KernelsPackedCodes, EveryFp8CodeWithExtremeScales) {
   std::vector<uint8_t> no_nan = codes;
   for (auto& b : no_nan)
     if ((b & 0x7f) == 0x7f) b = 0x7e;
+  // Scales up to just below 2^8 (the plain routes' bound: the GEMV's f32 route takes them
+  // times 2^120), or with some beyond it; the extreme one first, so every block size has it.
   for (int64_t block : {32, 128}) {
-    for (bool e8m0 : {true, false}) {
+    for (bool e8m0 : {true, false}) for (bool beyond : {false, true}) {
       const int64_t sr = (n + block - 1) / block, sc = (k + block - 1) / block;
       std::vector<uint8_t> s8(size_t(sr * sc));
       std::vector<float> s32(size_t(sr * sc));
       for (size_t i = 0; i < s8.size(); ++i) {
-        s8[i] = uint8_t(std::vector<int>{0, 1, 100, 127, 140, 254}[i % 6]);
-        s32[i] = std::vector<float>{1e-40f, 0.5f, 3e-3f, 1e30f, 7.0f}[i % 5];
+        s8[i] = uint8_t(beyond ? std::vector<int>{140, 0, 1, 100, 127, 254}[i % 6]
+                               : std::vector<int>{134, 0, 1, 100, 127, 3}[i % 6]);
+        s32[i] = beyond ? std::vector<float>{1e30f, 1e-40f, 0.5f, 3e-3f, 7.0f}[i % 5]
+                        : std::vector<float>{255.99998f, 1e-40f, 0.5f, 3e-3f, 7.0f}[i % 5];
       }
       for (int data_kind = 0; data_kind < 2; ++data_kind) {
         PackedWeight w;
@@ -79,19 +83,18 @@ TEST(KernelsPackedCodes, EveryFp8CodeWithExtremeScales) {
         w.scales = e8m0 ? static_cast<const void*>(s8.data()) : s32.data();
         w.data = data_kind ? codes.data() : no_nan.data();
         const std::string what = std::string("fp8 block ") + std::to_string(block) + (e8m0 ? " e8m0" : " f32") +
-                                 (data_kind ? " with NaN codes" : "");
+                                 (beyond ? " beyond 2^8" : "") + (data_kind ? " with NaN codes" : "");
         check_all_isas(w, what + " unscanned");
         w.scan_codes();
-        // NaN codes, or an E8M0 scale of 2^127 (254: times 256 overflows), keep the exact route.
-        const bool has_254 = std::find(s8.begin(), s8.end(), 254) != s8.end();
-        EXPECT_EQ(w.fp8_plain, !data_kind && !(e8m0 && has_254)) << what;
+        // NaN codes, or a finite scale of 2^8 or more, keep the exact route.
+        EXPECT_EQ(w.fp8_plain, !data_kind && !beyond) << what;
         check_all_isas(w, what + " scanned");
       }
     }
   }
-  // f32 scales beyond FLT_MAX / 256, infinite and NaN.
+  // f32 scales of 2^8 and beyond FLT_MAX / 256, infinite and NaN.
   const int64_t block = 32, sr = 1, sc = 2;
-  std::vector<float> s32 = {3e38f, std::numeric_limits<float>::infinity()};
+  std::vector<float> s32 = {256.0f, std::numeric_limits<float>::infinity()};
   PackedWeight w;
   w.format = WeightFormat::kFp8Block;
   w.n = 7;
@@ -102,12 +105,16 @@ TEST(KernelsPackedCodes, EveryFp8CodeWithExtremeScales) {
   w.data = no_nan.data();
   w.scan_codes();
   EXPECT_FALSE(w.fp8_plain);
+  check_all_isas(w, "fp8 scale 2^8");
+  s32 = {3e38f, 1.0f};
+  w.scan_codes();
+  EXPECT_FALSE(w.fp8_plain);
   check_all_isas(w, "fp8 huge scales");
   s32 = {std::numeric_limits<float>::infinity(), NAN};
   (void)sr;
   (void)sc;
   w.scan_codes();
-  EXPECT_TRUE(w.fp8_plain);  // inf and NaN scale the same way through the f16 route
+  EXPECT_TRUE(w.fp8_plain);  // inf and NaN scale the same way through the plain routes
   check_all_isas(w, "fp8 inf/NaN scales");
 }
 

@@ -295,6 +295,23 @@ void tile(const float* x, int64_t mr, const PackedWeight& w, int64_t r0, int64_t
 constexpr int64_t kNearBytes = 256;
 constexpr int64_t kFarBytes = 8192;
 
+// E4M3 straight into f32 bits for the GEMV (fp8_plain weights): the sign-extended byte
+// shifted left by 20 puts exponent and mantissa at f32 bits 20-26 and copies of the sign at
+// 27-31; clearing 27-30 leaves the E4M3 value times 2^-120 (normal and subnormal codes
+// alike, exact), which the block's scale times 2^120 (finite: the scan's condition) turns
+// into the same real product as value * scale, so the same rounding.
+inline __m512 fp8_f32_route(const uint8_t* p, int64_t c) {
+  const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + c)));
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(v, 20), _mm512_set1_epi32(int32_t(0x87ffffffu))));
+}
+
+// The multiplier of a GEMV scale block: fp8_f32_route's 2^120 for plain FP8, else block_scale's.
+template <Dec D>
+inline float gemv_scale(const PackedWeight& w, const uint8_t* srow, int64_t bc) {
+  if constexpr (D == Dec::kFp8Plain) return block_scale<Dec::kFp8Exact>(w, srow, bc) * 0x1p120f;
+  return block_scale<D>(w, srow, bc);
+}
+
 template <Dec D>
 GANNET_NOINLINE void gemv4_scaled(const float* x, const PackedWeight& w, int64_t r0, int64_t nr, float* y) {
   static_assert(scaled(D) && D != Dec::kMxfp4, "kMxfp4 runs as kMxfp4Lanes");
@@ -317,8 +334,8 @@ GANNET_NOINLINE void gemv4_scaled(const float* x, const PackedWeight& w, int64_t
   const auto chunk = [&](int64_t c) GANNET_ALWAYS_INLINE_LAMBDA {
     if (c == next_block) {  // the next scale block: every bk / 16 chunks
       ++blk, next_block += bk;
-      t0 = _mm512_set1_ps(block_scale<D>(w, s[0], blk)), t1 = _mm512_set1_ps(block_scale<D>(w, s[1], blk));
-      t2 = _mm512_set1_ps(block_scale<D>(w, s[2], blk)), t3 = _mm512_set1_ps(block_scale<D>(w, s[3], blk));
+      t0 = _mm512_set1_ps(gemv_scale<D>(w, s[0], blk)), t1 = _mm512_set1_ps(gemv_scale<D>(w, s[1], blk));
+      t2 = _mm512_set1_ps(gemv_scale<D>(w, s[2], blk)), t3 = _mm512_set1_ps(gemv_scale<D>(w, s[3], blk));
       if constexpr (D == Dec::kMxfp4Lanes) {  // the scaled E2M1 table
         const __m512 tab = e2m1_table();
         t0 = _mm512_mul_ps(tab, t0), t1 = _mm512_mul_ps(tab, t1), t2 = _mm512_mul_ps(tab, t2), t3 = _mm512_mul_ps(tab, t3);
@@ -330,6 +347,11 @@ GANNET_NOINLINE void gemv4_scaled(const float* x, const PackedWeight& w, int64_t
       a1 = _mm512_fmadd_ps(xv, mxfp4_lanes(p[1], c, t1), a1);
       a2 = _mm512_fmadd_ps(xv, mxfp4_lanes(p[2], c, t2), a2);
       a3 = _mm512_fmadd_ps(xv, mxfp4_lanes(p[3], c, t3), a3);
+    } else if constexpr (D == Dec::kFp8Plain) {
+      a0 = _mm512_fmadd_ps(xv, _mm512_mul_ps(fp8_f32_route(p[0], c), t0), a0);
+      a1 = _mm512_fmadd_ps(xv, _mm512_mul_ps(fp8_f32_route(p[1], c), t1), a1);
+      a2 = _mm512_fmadd_ps(xv, _mm512_mul_ps(fp8_f32_route(p[2], c), t2), a2);
+      a3 = _mm512_fmadd_ps(xv, _mm512_mul_ps(fp8_f32_route(p[3], c), t3), a3);
     } else {
       const __mmask16 all = 0xffff;
       a0 = _mm512_fmadd_ps(xv, _mm512_mul_ps(decode<D>(p[0], c, all), t0), a0);

@@ -86,7 +86,7 @@ void PackedWeight::scan_codes() {
   for (int64_t i = 0; i < scale_rows(); ++i)
     for (int64_t j = 0; j < scale_cols(); ++j) {
       const float s = scale_at(i * block_n, j * block_k);
-      if (std::isfinite(s) && !std::isfinite(s * 256.0f)) return;
+      if (std::isfinite(s) && !std::isfinite(s * 0x1p120f)) return;
     }
   fp8_plain = true;
 }

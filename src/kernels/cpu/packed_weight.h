@@ -46,10 +46,11 @@ struct PackedWeight {
   const void* scales = nullptr;     // nullptr for the plain formats
   DType scale_dtype = DType::F32;   // F8_E8M0 or F32
   int64_t block_n = 1, block_k = 1; // scale tile; kInt8Row: 1 x k, kMxfp4: 1 x 32
-  // kFp8Block only: true once scan_codes() has found no NaN code (0x7f, 0xff) and no scale
-  // s with s * 256 overflowing, which lets kernels decode E4M3 through f16 (value / 256,
-  // exact) and multiply by s * 256 instead: the same real product, so the same rounding.
-  // false (not scanned) is always correct, only slower.
+  // kFp8Block only: true once scan_codes() has found no NaN code (0x7f, 0xff) and no finite
+  // scale s of 2^8 or more (s * 2^120 overflowing), which lets kernels decode E4M3 through
+  // f16 (value / 2^8, exact) or straight into f32 bits (value / 2^120, exact) and multiply
+  // by s times that power instead: the same real product, so the same rounding. false (not
+  // scanned) is always correct, only slower.
   bool fp8_plain = false;
 
   int64_t scale_rows() const { return (n + block_n - 1) / block_n; }
