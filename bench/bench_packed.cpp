@@ -72,6 +72,7 @@ void args(benchmark::internal::Benchmark* b) {
   for (int f = 0; f <= int(WeightFormat::kInt8Row); ++f) {
     b->Args({f, 2048, 2048, 1, 1});  // one thread: the kernel alone, no pool on a busy machine
     b->Args({f, 2048, 2048, 1, 2});
+    b->Args({f, 2048, 2048, 5, 2});  // a speculative verify step of 4 drafts
     b->Args({f, 2048, 2048, 16, 2});  // decode at batch 16
     b->Args({f, 2048, 2048, 32, 2});
     b->Args({f, 2048, 2048, 64, 2});
