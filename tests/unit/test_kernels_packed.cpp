@@ -241,7 +241,7 @@ TEST(KernelsPacked, EveryPathMatchesTheReference) {
         Owned o = variant == 0   ? make(f, s.n, s.k, seed)
                   : variant == 1 ? make(f, s.n, s.k, seed, 128, DType::F32)
                                  : make(f, s.n, s.k, seed, 16, DType::F32);
-        for (int64_t m : {1, 2, 3, 4, 5, 7, 9, 20, 67}) {  // 8+: the AVX-512 panel path
+        for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 67}) {  // 2-8: the few-row kernels; 8+: the AVX-512 panel path
           if (m == 67 && s.n * s.k > 5000) continue;
           std::vector<float> x(size_t(m * s.k)), ref(size_t(m * s.n)), got(size_t(m * s.n));
           std::mt19937 g{uint32_t(m)};

@@ -305,11 +305,14 @@ void tile(const float* x, int64_t k, const float* wb, int64_t ld, float* y) {
 
 
 
-enum class Fast { kFp8Plain, kInt8, kMxfp4Lanes };
+enum class Fast { kFp8Plain, kInt8, kMxfp4Lanes, kBF16 };  // kBF16: few-row products only
 
 template <Fast D>
 constexpr WeightFormat fast_format() {
-  return D == Fast::kFp8Plain ? WeightFormat::kFp8Block : D == Fast::kInt8 ? WeightFormat::kInt8Row : WeightFormat::kMxfp4;
+  return D == Fast::kFp8Plain ? WeightFormat::kFp8Block
+         : D == Fast::kInt8     ? WeightFormat::kInt8Row
+         : D == Fast::kBF16     ? WeightFormat::kBF16
+                                : WeightFormat::kMxfp4;
 }
 
 constexpr int64_t kNearBytes = 256;
@@ -337,6 +340,11 @@ template <Fast D>
     const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16(int16_t(0xbfff)));
     lo = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), t);
     hi = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), t);
+  } else if constexpr (D == Fast::kBF16) {  // unscaled: t unused
+    (void)t;
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + c * 2));
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(v)), 16));
+    hi = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(v, 1)), 16));
   } else if constexpr (D == Fast::kInt8) {
     lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + c)))), t);
     hi = _mm256_mul_ps(
@@ -371,39 +379,44 @@ inline void mxfp4_unpermute(__m256 a, __m256 b, __m256& lo, __m256& hi) {
                                               _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-// One chunk of NR rows at column c into the accumulators.
-template <Fast D, int NR>
-[[gnu::always_inline]] inline void fast_chunk(const float* x, const uint8_t* const (&p)[NR], int64_t c,
-                                              const __m256 (&t)[NR], __m256 (&al)[NR], __m256 (&ah)[NR]) {
-  const __m256 xl = _mm256_loadu_ps(x + c), xh = _mm256_loadu_ps(x + c + 8);
+// One chunk of NR w rows at column c against MR x rows (x row i at x + i * ldx) into the
+// accumulators.
+template <Fast D, int MR, int NR>
+[[gnu::always_inline]] inline void fast_chunk(const float* x, int64_t ldx, const uint8_t* const (&p)[NR], int64_t c,
+                                              const __m256 (&t)[NR], __m256 (&al)[MR][NR], __m256 (&ah)[MR][NR]) {
   GANNET_UNROLL for (int j = 0; j < NR; ++j) {
     __m256 lo, hi;
     fast_decode<D>(p[j], c, t[j], lo, hi);
-    al[j] = _mm256_fmadd_ps(xl, lo, al[j]);
-    ah[j] = _mm256_fmadd_ps(xh, hi, ah[j]);
+    GANNET_UNROLL for (int i = 0; i < MR; ++i) {
+      al[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ldx + c), lo, al[i][j]);
+      ah[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ldx + c + 8), hi, ah[i][j]);
+    }
   }
 }
 
-// y[j] for w rows [r0, r0 + nr), nr <= NR (missing rows repeat the last and are not
-// stored). x: in D's lanes.
-template <Fast D, int NR>
-[[gnu::noinline]] void gemv_fast(const float* x, const PackedWeight& w, int64_t r0, int64_t nr, float* y) {
+// y[i * ldy + j] for MR x rows and w rows [r0, r0 + nr), nr <= NR (missing rows repeat
+// the last and are not stored). x: in D's lanes, rows k apart. MR > 1: a few rows (a
+// speculative verify step), each w chunk decoded once for all of them.
+template <Fast D, int MR, int NR>
+[[gnu::noinline]] void gemv_fast(const float* x, const PackedWeight& w, int64_t r0, int64_t nr, float* y, int64_t ldy) {
   constexpr WeightFormat F = fast_format<D>();
-  const int64_t k = w.k, rb = w.row_bytes(), nb = w.scale_cols();
-  const int64_t bk = D == Fast::kInt8 ? k : w.block_k;  // int8: the row's one scale (column 0's)
+  const int64_t k = w.k, rb = w.row_bytes(), nb = D == Fast::kBF16 ? 0 : w.scale_cols();
+  // int8: the row's one scale (column 0's); bf16: none (one "block", t unused)
+  const int64_t bk = D == Fast::kInt8 || D == Fast::kBF16 ? k : w.block_k;
   const bool e8m0 = w.scale_dtype == DType::F8_E8M0;
   const int64_t sbytes = e8m0 ? 1 : 4;
   const uint8_t* p[NR];
   const uint8_t* s[NR];
-  __m256 al[NR], ah[NR], t[NR];
+  __m256 al[MR][NR], ah[MR][NR], t[NR];
   GANNET_UNROLL for (int j = 0; j < NR; ++j) {
     const int64_t r = r0 + std::min<int64_t>(j, nr - 1);
     p[j] = static_cast<const uint8_t*>(w.data) + r * rb;
-    s[j] = static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * nb * sbytes;
-    al[j] = ah[j] = t[j] = _mm256_setzero_ps();
+    s[j] = D == Fast::kBF16 ? nullptr : static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * nb * sbytes;
+    t[j] = _mm256_setzero_ps();
+    GANNET_UNROLL for (int i = 0; i < MR; ++i) al[i][j] = ah[i][j] = _mm256_setzero_ps();
   }
   int64_t blk = -1, next_block = 0;
-  constexpr int64_t kLineElems = F == WeightFormat::kMxfp4 ? 128 : 64;  // elements in one 64-byte line
+  constexpr int64_t kLineElems = 64 * 16 / packed_bytes(F, 16);  // elements in one 64-byte line
   int64_t c0 = 0;
   for (; c0 < k; c0 += kLineElems) {
     const int64_t at = packed_bytes(F, c0);
@@ -413,23 +426,32 @@ template <Fast D, int NR>
     }
     const int64_t c1 = std::min(k, c0 + kLineElems);
     for (int64_t c = c0; c < c1; c += 16) {
-      if (c == next_block) {  // the next scale block
-        ++blk, next_block += bk;
-        GANNET_UNROLL for (int j = 0; j < NR; ++j) t[j] = fast_scale<D>(e8m0, s[j], blk);
+      if constexpr (D != Fast::kBF16) {
+        if (c == next_block) {  // the next scale block
+          ++blk, next_block += bk;
+          GANNET_UNROLL for (int j = 0; j < NR; ++j) t[j] = fast_scale<D>(e8m0, s[j], blk);
+        }
       }
-      fast_chunk<D, NR>(x, p, c, t, al, ah);
+      fast_chunk<D, MR, NR>(x, k, p, c, t, al, ah);
     }
   }
-  for (int j = 0; j < nr && j < NR; ++j) {
-    __m256 lo = al[j], hi = ah[j];
-    if constexpr (D == Fast::kMxfp4Lanes) mxfp4_unpermute(al[j], ah[j], lo, hi);
-    y[j] = tree_reduce(lo, hi);
-  }
+  GANNET_UNROLL for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < nr && j < NR; ++j) {
+      __m256 lo = al[i][j], hi = ah[i][j];
+      if constexpr (D == Fast::kMxfp4Lanes) mxfp4_unpermute(al[i][j], ah[i][j], lo, hi);
+      y[i * ldy + j] = tree_reduce(lo, hi);
+    }
 }
 
-// The fast GEMV's decoder for w, or false where its conditions do not hold.
-inline bool fast_gemv_for(const PackedWeight& w, Fast* d) {
-  if (w.k <= 0 || w.k % 16 || !w.scales) return false;
+// The fast GEMV's decoder for w, or false where its conditions do not hold. bf16 only with
+// `few` (2-8 x rows; one row has its own GEMV).
+inline bool fast_gemv_for(const PackedWeight& w, Fast* d, bool few = false) {
+  if (w.k <= 0 || w.k % 16) return false;
+  if (w.format == WeightFormat::kBF16) {
+    *d = Fast::kBF16;
+    return few;
+  }
+  if (!w.scales) return false;
   switch (w.format) {
     case WeightFormat::kFp8Block: *d = Fast::kFp8Plain; return w.fp8_plain && w.block_k % 16 == 0;
     case WeightFormat::kInt8Row: *d = Fast::kInt8; return true;
@@ -443,30 +465,56 @@ constexpr int fast_nr() {
   return D == Fast::kMxfp4Lanes ? 3 : 4;  // MXFP4's 4 rows spill accumulators (16 ymm registers)
 }
 
+// w rows [n0, n1) times MR x rows (rows k apart, in D's lanes).
+template <Fast D, int MR>
+void fast_rows(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  // 16 ymm registers: one row, fast_nr's tiles; a few rows, 2 * MR * NR accumulators <= 10.
+  constexpr int nr = MR == 1 ? fast_nr<D>() : MR == 2 ? 2 : 1;
+  for (int64_t j = n0; j < n1; j += nr) gemv_fast<D, MR, nr>(x, w, j, std::min<int64_t>(nr, n1 - j), y + j, ldy);
+}
+
+// y = x w^T for m (1-8) x rows: groups of at most 5 rows (m 6-8 as two groups).
 template <Fast D>
-void fast_cols(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, float* y) {
+void fast_cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if constexpr (D == Fast::kMxfp4Lanes) {
-    float* const xp = thread_scratch(ScratchSlot::kPackedAvx2XLanes, size_t(w.k));
-    mxfp4_permute_x(x, w.k, xp);
+    float* const xp = thread_scratch(ScratchSlot::kPackedAvx2XLanes, size_t(m * w.k));
+    mxfp4_permute_x(x, m * w.k, xp);
     x = xp;
   }
-  constexpr int nr = fast_nr<D>();
-  for (int64_t j = n0; j < n1; j += nr) gemv_fast<D, nr>(x, w, j, std::min<int64_t>(nr, n1 - j), y + j);
+  for (int64_t i = 0; i < m;) {
+    const int64_t g = m - i <= 5 ? m - i : (m - i + 1) / 2;
+    const float* xi = x + i * w.k;
+    float* yi = y + i * ldy;
+    switch (g) {
+      case 1: fast_rows<D, 1>(xi, w, n0, n1, yi, ldy); break;
+      case 2: fast_rows<D, 2>(xi, w, n0, n1, yi, ldy); break;
+      case 3: fast_rows<D, 3>(xi, w, n0, n1, yi, ldy); break;
+      case 4: fast_rows<D, 4>(xi, w, n0, n1, yi, ldy); break;
+      default: fast_rows<D, 5>(xi, w, n0, n1, yi, ldy); break;
+    }
+    i += g;
+  }
 }
+
+// Up to this many x rows take the fast GEMVs (the dequantized-panel path from there).
+constexpr int64_t kFewRows = 8;
 
 template <WeightFormat F>
 void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  if (m == 1) {
-    if constexpr (scaled(F)) {
+  if (m <= kFewRows) {
+    if constexpr (scaled(F) || F == WeightFormat::kBF16) {
       Fast d;
-      if (fast_gemv_for(w, &d)) {
+      if (fast_gemv_for(w, &d, m > 1)) {
         switch (d) {
-          case Fast::kFp8Plain: return fast_cols<Fast::kFp8Plain>(x, w, n0, n1, y);
-          case Fast::kInt8: return fast_cols<Fast::kInt8>(x, w, n0, n1, y);
-          case Fast::kMxfp4Lanes: return fast_cols<Fast::kMxfp4Lanes>(x, w, n0, n1, y);
+          case Fast::kFp8Plain: return fast_cols<Fast::kFp8Plain>(x, m, w, n0, n1, y, ldy);
+          case Fast::kInt8: return fast_cols<Fast::kInt8>(x, m, w, n0, n1, y, ldy);
+          case Fast::kMxfp4Lanes: return fast_cols<Fast::kMxfp4Lanes>(x, m, w, n0, n1, y, ldy);
+          case Fast::kBF16: return fast_cols<Fast::kBF16>(x, m, w, n0, n1, y, ldy);
         }
       }
     }
+  }
+  if (m == 1) {
     constexpr int nr = gemv_nr<F>();
     int64_t j = n0;
     for (; j + nr <= n1; j += nr) gemv<F, nr>(x, w, j, y + j);
