@@ -295,6 +295,51 @@ TEST(KernelsPacked, ColumnTilesMatchTheReference) {
   EXPECT_GE(checked, 12);
 }
 
+TEST(KernelsPacked, GroupedProductsMatchTheReference) {
+  // One x through several weights of different formats and widths in one parallel region:
+  // each product has the reference's bits, with and without a pool, on every ISA, for a
+  // decode row, a few rows and a prefill-sized batch (the lane GEMM runs those alone).
+  const int64_t k = 256;
+  std::vector<Owned> ws;
+  ws.push_back(make(WeightFormat::kBF16, 40, k, 11));
+  ws.push_back(make(WeightFormat::kFp8Block, 33, k, 12));
+  ws.push_back(make(WeightFormat::kMxfp4, 70, k, 13));
+  ws.push_back(make(WeightFormat::kInt8Row, 9, k, 14));
+  ws[1].w.scan_codes();
+  ThreadPool pool(2);
+  const Isa before = active_isa();
+  int checked = 0;
+  for (int64_t m : {1, 5, 50}) {
+    std::vector<float> x(size_t(m * k));
+    std::mt19937 g{uint32_t(m)};
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float& v : x) v = nd(g);
+    std::vector<std::vector<float>> ref(ws.size()), y(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) {
+      ref[i].resize(size_t(m * ws[i].w.n));
+      matmul_packed_ref(x.data(), m, ws[i].w, ref[i].data());
+    }
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+      if (!isa_supported(isa)) continue;
+      set_active_isa(isa);
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<PackedProduct> ps;
+        for (size_t i = 0; i < ws.size(); ++i) {
+          y[i].assign(size_t(m * ws[i].w.n), -7.0f);
+          ps.push_back({&ws[i].w, y[i].data()});
+        }
+        matmul_packed_many(x.data(), m, ps, p);
+        for (size_t i = 0; i < ws.size(); ++i)
+          ASSERT_TRUE(same_bits(ref[i], y[i])) << weight_format_name(ws[i].w.format) << " m=" << m << " "
+                                               << isa_name(isa) << (p ? " pool" : "");
+        ++checked;
+      }
+    }
+  }
+  set_active_isa(before);
+  EXPECT_GE(checked, 6);
+}
+
 TEST(KernelsPacked, SpecialCodesMatchTheReference) {
   ThreadPool pool(2);
   struct Shape {

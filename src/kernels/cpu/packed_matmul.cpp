@@ -92,4 +92,37 @@ void matmul_packed(const float* x, int64_t m, const PackedWeight& w, float* y, T
   matmul_packed_isa(active_isa(), x, m, w, y, pool);
 }
 
+void matmul_packed_many(const float* x, int64_t m, std::span<const PackedProduct> products, ThreadPool* pool) {
+  const Isa isa = active_isa();
+  struct Part {
+    ColsFn cols;
+    const PackedProduct* p;
+    int64_t begin;  // first column in the joint column space
+  };
+  std::vector<Part> parts;
+  int64_t total = 0;
+  for (const PackedProduct& p : products) {
+    GANNET_CHECK(p.w->k == products[0].w->k, "grouped products of one x need one k: ", p.w->k, " vs ",
+                 products[0].w->k);
+    const ColsFn cols = pick_cols(isa, *p.w, m);
+    if ((cols == avx512_panel_cols || cols == avx2::matmul_packed_cols) && m >= kLaneMinRows) {
+      matmul_packed_isa(isa, x, m, *p.w, p.y, pool);  // the lane GEMM parallelizes itself
+      continue;
+    }
+    if (m == 0 || p.w->n == 0) continue;
+    parts.push_back({cols, &p, total});
+    total += p.w->n;
+  }
+  if (parts.empty()) return;
+  const int64_t k = products[0].w->k;
+  auto run = [&](int64_t b, int64_t e) {
+    for (const Part& q : parts) {
+      const int64_t n = q.p->w->n, lo = std::max(b, q.begin), hi = std::min(e, q.begin + n);
+      if (lo < hi) q.cols(x, m, *q.p->w, lo - q.begin, hi - q.begin, q.p->y, n);
+    }
+  };
+  if (!pool || pool->size() == 1 || m * total * k < kMinParallelMacs) run(0, total);
+  else pool->parallel_for(total, [&](int64_t b, int64_t e, int) { run(b, e); }, kColumnGrain);
+}
+
 }  // namespace gannet::kernels

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/cpu_features.h"
 #include "kernels/cpu/packed_weight.h"
@@ -19,6 +20,16 @@ namespace gannet::kernels {
 // x: [m, w.k], y: [m, w.n]; pool may be nullptr.
 void matmul_packed(const float* x, int64_t m, const PackedWeight& w, float* y, ThreadPool* pool);
 void matmul_packed_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w, float* y, ThreadPool* pool);
+
+// Several products of the same x, y_i = x · dequant(w_i)ᵀ ([m, w_i.n]), with one fork-join
+// for all of those that run on the column kernels (a decode step's projections of one
+// input): the bits of matmul_packed one by one. Those that take the lane GEMM (prefill)
+// still run one by one. Every w_i.k must equal the first's.
+struct PackedProduct {
+  const PackedWeight* w;
+  float* y;
+};
+void matmul_packed_many(const float* x, int64_t m, std::span<const PackedProduct> products, ThreadPool* pool);
 
 // Columns [n0, n1) of the same product for all m rows of x, on the calling thread:
 // y[i * ldy + j] for j in [n0, n1). For callers that split the work themselves (the grouped

@@ -237,6 +237,15 @@ SeqState DeepseekV41::new_state(int64_t capacity) const {
   return st;
 }
 
+void DeepseekV41::mm_many(const float* x, int64_t rows, std::span<const kernels::PackedProduct> ps,
+                          ThreadPool* pool) const {
+  if (act_quant_) {
+    for (const kernels::PackedProduct& p : ps) mm(x, rows, *p.w, p.y, pool);
+    return;
+  }
+  kernels::matmul_packed_many(x, rows, ps, pool);
+}
+
 void DeepseekV41::mm(const float* x, int64_t rows, const kernels::PackedWeight& w, float* y, ThreadPool* pool) const {
   if (act_quant_ && (w.format == kernels::WeightFormat::kFp8Block || w.format == kernels::WeightFormat::kMxfp4)) {
     std::vector<float> xq(x, x + rows * w.k);
@@ -405,34 +414,39 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
   const float eps = float(c_.rms_norm_eps);
   const kernels::RopeTable& rope = ratio ? rope_compress_ : rope_main_;
 
-  // Projections of every row at once.
+  // Projections of every row at once, those of one input in one parallel region.
+  const bool comp = ratio && c_.is_kv_source(l), idx = ratio && c_.is_index_source(l);
+  const int64_t nih = c_.index_n_heads, idh = c_.index_head_dim;
   std::vector<float> qa(size_t(N * c_.q_lora_rank)), qr(qa.size()), q(size_t(N * H * D));
-  mm(a, N, lw.wq_a, qa.data(), pool);
+  std::vector<float> kv0(size_t(N * D)), kv(size_t(N * D)), ckv(comp ? size_t(N * D) : 0),
+      cgate(comp && ratio > 1 ? size_t(N * D) : 0), iq(idx ? size_t(N * nih * idh) : 0), iw(idx ? size_t(N * nih) : 0);
+  std::vector<kernels::PackedProduct> on_a, on_qr;
+  on_a.reserve(5);
+  on_qr.reserve(2);
+  on_a.push_back({&lw.wq_a, qa.data()});
+  on_a.push_back({&lw.wkv, kv0.data()});
+  if (act_quant_) {  // these two take mm's quantized x, the others plain x
+    mm_many(a, N, on_a, pool);
+    on_a.clear();
+  }
+  if (comp) on_a.push_back({&lw.comp_wkv, ckv.data()});
+  if (comp && ratio > 1) on_a.push_back({&lw.comp_wgate, cgate.data()});
+  if (idx) on_a.push_back({&lw.idx_weights_proj, iw.data()});
+  kernels::matmul_packed_many(a, N, on_a, pool);
   kernels::rmsnorm(qa.data(), lw.q_norm.data(), qr.data(), N, c_.q_lora_rank, eps);
-  mm(qr.data(), N, lw.wq_b, q.data(), pool);
+  on_qr.push_back({&lw.wq_b, q.data()});
+  if (idx) on_qr.push_back({&lw.idx_wq_b, iq.data()});
+  mm_many(qr.data(), N, on_qr, pool);
   kernels::apply_rope(q.data(), N, int(H), int(D), pos, rope, true, int(D - R));
-  std::vector<float> kv0(size_t(N * D)), kv(size_t(N * D));
-  mm(a, N, lw.wkv, kv0.data(), pool);
   kernels::rmsnorm(kv0.data(), lw.kv_norm.data(), kv.data(), N, D, eps);
   kernels::apply_rope(kv.data(), N, 1, int(D), pos, rope, true, int(D - R));
   fq8_rows(kv.data(), N, D, 32);
-  if (ratio && c_.is_kv_source(l)) {
-    std::vector<float> ckv(size_t(N * D)), cgate;
-    kernels::matmul_packed(a, N, lw.comp_wkv, ckv.data(), pool);
-    if (ratio > 1) {
-      cgate.resize(size_t(N * D));
-      kernels::matmul_packed(a, N, lw.comp_wgate, cgate.data(), pool);
-    }
+  if (comp)
     for (const Chunk& ch : chunks)
       compress(l, ch, ckv.data() + ch.row0 * D, ratio > 1 ? cgate.data() + ch.row0 * D : nullptr, pool);
-  }
-  if (ratio && c_.is_index_source(l)) {
-    const int64_t nih = c_.index_n_heads, idh = c_.index_head_dim;
-    std::vector<float> iq(size_t(N * nih * idh)), iw(size_t(N * nih));
-    mm(qr.data(), N, lw.idx_wq_b, iq.data(), pool);
+  if (idx) {
     kernels::apply_rope(iq.data(), N, int(nih), int(idh), pos, rope_compress_, true, int(idh - R));
     fq4_rows(iq.data(), N * nih, idh, 32);
-    kernels::matmul_packed(a, N, lw.idx_weights_proj, iw.data(), pool);
     for (size_t ci = 0; ci < chunks.size(); ++ci) {
       const Chunk& ch = chunks[ci];
       index(l, ch, iq.data() + ch.row0 * nih * idh, iw.data() + ch.row0 * nih, shared[ci]);

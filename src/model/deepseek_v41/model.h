@@ -20,11 +20,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "kernels/cache_spec.h"
+#include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/rope.h"
 #include "model/deepseek_v41/engram.h"
 #include "model/deepseek_v41/vision.h"
@@ -226,6 +228,8 @@ class DeepseekV41 {
   // y = x w^T; with activation quantization on and w FP8 or MXFP4, x's rows are first
   // fake-quantized to E4M3 per 32 values (power-of-two scales), as the reference's GEMMs.
   void mm(const float* x, int64_t rows, const kernels::PackedWeight& w, float* y, ThreadPool* pool) const;
+  // Several products of x (mm's semantics each) in one parallel region.
+  void mm_many(const float* x, int64_t rows, std::span<const kernels::PackedProduct> ps, ThreadPool* pool) const;
 
   io::DeepseekV41Config c_;
   bool act_quant_ = false;  // ModelConfig::exact_activations (--act-quant fp8)
