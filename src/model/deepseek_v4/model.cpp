@@ -326,43 +326,42 @@ void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const in
   const kernels::RopeTable& rope = ratio ? rope_compress_ : rope_main_;
   // Every per-token product over the rows of all chunks at once (a row's bits never depend
   // on the others), then each sequence's compression, selection and attention on its rows.
+  // The products of one input run in one parallel region (matmul_packed_many).
+  const int64_t idh = c_.index_head_dim, nih = c_.index_n_heads;
+  const int64_t w2 = ratio > 0 ? (ly.comp.overlap ? 2 * D : D) : 0;
   std::vector<float> qa(size_t(N * c_.q_lora_rank)), qr(qa.size()), q(size_t(N * H * D));
-  kernels::matmul_packed(a, N, ly.wq_a, qa.data(), pool);
+  std::vector<float> kv0(size_t(N * D)), kv(size_t(N * D));
+  std::vector<float> ckv(size_t(N * w2)), cgate(ckv.size());
+  std::vector<float> ikv(ratio == 4 ? size_t(N * 2 * idh) : 0), igate(ikv.size());
+  std::vector<float> iq(ratio == 4 ? size_t(N * nih * idh) : 0), iw(ratio == 4 ? size_t(N * nih) : 0);
+  std::vector<kernels::PackedProduct> on_a{{&ly.wq_a, qa.data()}, {&ly.wkv, kv0.data()}}, on_qr{{&ly.wq_b, q.data()}};
+  if (ratio > 0) {
+    on_a.push_back({&ly.comp.wkv, ckv.data()});
+    on_a.push_back({&ly.comp.wgate, cgate.data()});
+  }
+  if (ratio == 4) {
+    on_a.push_back({&ly.idx_comp.wkv, ikv.data()});
+    on_a.push_back({&ly.idx_comp.wgate, igate.data()});
+    on_a.push_back({&ly.idx_weights, iw.data()});
+    on_qr.push_back({&ly.idx_wq_b, iq.data()});
+  }
+  kernels::matmul_packed_many(a, N, on_a, pool);
   kernels::rmsnorm(qa.data(), ly.q_norm.data(), qr.data(), N, c_.q_lora_rank, eps);
-  kernels::matmul_packed(qr.data(), N, ly.wq_b, q.data(), pool);
+  kernels::matmul_packed_many(qr.data(), N, on_qr, pool);
   kernels::rmsnorm(q.data(), nullptr, q.data(), N * H, D, eps);  // per head, unweighted
   kernels::apply_rope(q.data(), N, int(H), int(D), pos, rope, true, int(D - R));
-  std::vector<float> kv0(size_t(N * D)), kv(size_t(N * D));
-  kernels::matmul_packed(a, N, ly.wkv, kv0.data(), pool);
   kernels::rmsnorm(kv0.data(), ly.kv_norm.data(), kv.data(), N, D, eps);
   kernels::apply_rope(kv.data(), N, 1, int(D), pos, rope, true, int(D - R));
   const bool fq_nope = fake_quant_ && (D - R) % 64 == 0;
   if (fq_nope)
     for (int64_t i = 0; i < N; ++i) kernels::fake_quant_fp8(kv.data() + i * D, D - R, 64, true);
-  const int64_t idh = c_.index_head_dim, nih = c_.index_n_heads;
-  const int64_t w2 = ratio > 0 ? (ly.comp.overlap ? 2 * D : D) : 0;
-  std::vector<float> ckv, cgate, ikv, igate, iq, iw;
   const bool fq_idx = fake_quant_ && idh % 32 == 0 && (idh & (idh - 1)) == 0;
-  if (ratio > 0) {
-    ckv.resize(size_t(N * w2));
-    cgate.resize(ckv.size());
-    kernels::matmul_packed(a, N, ly.comp.wkv, ckv.data(), pool);
-    kernels::matmul_packed(a, N, ly.comp.wgate, cgate.data(), pool);
-  }
   if (ratio == 4) {
-    ikv.resize(size_t(N * 2 * idh));
-    igate.resize(ikv.size());
-    kernels::matmul_packed(a, N, ly.idx_comp.wkv, ikv.data(), pool);
-    kernels::matmul_packed(a, N, ly.idx_comp.wgate, igate.data(), pool);
-    iq.resize(size_t(N * nih * idh));
-    iw.resize(size_t(N * nih));
-    kernels::matmul_packed(qr.data(), N, ly.idx_wq_b, iq.data(), pool);
     kernels::apply_rope(iq.data(), N, int(nih), int(idh), pos, rope_compress_, true, int(idh - R));
     for (int64_t r = 0; r < N * nih && fq_idx; ++r) {
       hadamard(iq.data() + r * idh, idh);
       kernels::fake_quant_fp4(iq.data() + r * idh, idh, 32);
     }
-    kernels::matmul_packed(a, N, ly.idx_weights, iw.data(), pool);
   }
 
   std::vector<float> o(size_t(N * H * D), 0.0f), kbuf, sbuf, sc;
