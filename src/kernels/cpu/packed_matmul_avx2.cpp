@@ -289,9 +289,10 @@ void tile(const float* x, int64_t k, const float* wb, int64_t ld, float* y) {
 // scale blocks along k must be whole 16-element chunks.
 //
 // Decoders, per 16 elements of a row:
-//   fp8 (fp8_plain: no NaN code, scale * 2^8 finite; the load-time scan)  the f16 route
+//   fp8 (fp8_plain: no NaN code, finite scales below 2^8; the load-time scan)  the f16 route
 //        of fp8_div256 times scale * 2^8, with no per-chunk NaN test;
 //   int8  sign-extend, convert (exact), times the row's scale;
+//   bf16 (few rows only)  widened and shifted into f32, no scale;
 //   mxfp4 in permuted lanes: the chunk's 8 bytes broadcast to the four qwords, qword i
 //        shifted right by 4i (register A) or 16 + 4i (register B), so the low dword's low
 //        nibble is code i (A) or 4 + i (B) and the high dword's is code i + 8 (A) or
