@@ -110,15 +110,17 @@ void pack_fp8_pow2(const float* x, int64_t n, int64_t block, uint8_t* codes, uin
 }
 
 namespace {
-// Every E4M3 code's value (what fp8_e4m3_to_f32 returns), for the unpacking loops.
-const float* e4m3_table() {
+// Every code's value under `decode`, built once, for the unpacking loops.
+template <int N, float (*Decode)(uint8_t)>
+const float* code_table() {
   static const auto table = [] {
-    std::array<float, 256> t{};
-    for (int c = 0; c < 256; ++c) t[size_t(c)] = fp8_e4m3_to_f32(uint8_t(c));
+    std::array<float, N> t{};
+    for (int c = 0; c < N; ++c) t[size_t(c)] = Decode(uint8_t(c));
     return t;
   }();
   return table.data();
 }
+const float* e4m3_table() { return code_table<256, fp8_e4m3_to_f32>(); }
 }  // namespace
 
 void unpack_fp8_pow2(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t block, float* out) {
@@ -135,20 +137,11 @@ void pack_fp4(const float* x, int64_t n, int64_t block, uint8_t* codes, uint8_t*
 }
 
 namespace {
-// Every E2M1 code's value (fp4_e2m1_to_f32), and n codes (two per byte, low nibble first)
-// times their block's scale: the same products as code by code, without a call per code.
-const float* e2m1_table() {
-  static const auto table = [] {
-    std::array<float, 16> t{};
-    for (int c = 0; c < 16; ++c) t[size_t(c)] = fp4_e2m1_to_f32(uint8_t(c));
-    return t;
-  }();
-  return table.data();
-}
-
+// n E2M1 codes (two per byte, low nibble first) times their block's scale: the same
+// products as code by code, without a call per code.
 template <class Scale>
 void unpack_fp4_blocks(const uint8_t* codes, int64_t n, int64_t block, Scale scale_of, float* out) {
-  const float* t = e2m1_table();
+  const float* t = code_table<16, fp4_e2m1_to_f32>();
   for (int64_t b0 = 0; b0 < n; b0 += block) {
     const float s = scale_of(b0 / block);
     const int64_t e = std::min(n, b0 + block);

@@ -75,17 +75,8 @@ void matmul_packed_cols_isa(Isa isa, const float* x, int64_t m, const PackedWeig
 }
 
 void matmul_packed_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w, float* y, ThreadPool* pool) {
-  GANNET_CHECK(m >= 0 && w.n >= 0 && w.k >= 0);
-  const ColsFn cols = pick_cols(isa, w, m);
-  if (m == 0 || w.n == 0) return;
-  if ((cols == avx512_panel_cols || cols == avx2::matmul_packed_cols) && m >= kLaneMinRows) {
-    LaneWeight lw;
-    lw.packed = &w;
-    return lane_matmul(isa, LaneOrder::kF32, x, m, w.k, lw, w.n, y, pool);
-  }
-  auto run = [&](int64_t b, int64_t e) { cols(x, m, w, b, e, y, w.n); };
-  if (!pool || pool->size() == 1 || m * w.n * w.k < kMinParallelMacs) run(0, w.n);
-  else pool->parallel_for(w.n, [&](int64_t b, int64_t e, int) { run(b, e); }, kColumnGrain);
+  const PackedProduct p{&w, y};
+  matmul_packed_many_isa(isa, x, m, std::span<const PackedProduct>(&p, 1), pool);
 }
 
 void matmul_packed(const float* x, int64_t m, const PackedWeight& w, float* y, ThreadPool* pool) {
@@ -93,30 +84,45 @@ void matmul_packed(const float* x, int64_t m, const PackedWeight& w, float* y, T
 }
 
 void matmul_packed_many(const float* x, int64_t m, std::span<const PackedProduct> products, ThreadPool* pool) {
-  const Isa isa = active_isa();
+  matmul_packed_many_isa(active_isa(), x, m, products, pool);
+}
+
+void matmul_packed_many_isa(Isa isa, const float* x, int64_t m, std::span<const PackedProduct> products,
+                            ThreadPool* pool) {
+  constexpr size_t kMaxParts = 8;  // on the stack: matmul_packed runs here, ~100 times a token
+  if (products.size() > kMaxParts) {
+    for (size_t i = 0; i < products.size(); i += kMaxParts)
+      matmul_packed_many_isa(isa, x, m, products.subspan(i, std::min(kMaxParts, products.size() - i)), pool);
+    return;
+  }
   struct Part {
     ColsFn cols;
     const PackedProduct* p;
     int64_t begin;  // first column in the joint column space
   };
-  std::vector<Part> parts;
+  Part parts[kMaxParts];
+  size_t n_parts = 0;
   int64_t total = 0;
   for (const PackedProduct& p : products) {
+    GANNET_CHECK(m >= 0 && p.w->n >= 0 && p.w->k >= 0);
     GANNET_CHECK(p.w->k == products[0].w->k, "grouped products of one x need one k: ", p.w->k, " vs ",
                  products[0].w->k);
     const ColsFn cols = pick_cols(isa, *p.w, m);
     if ((cols == avx512_panel_cols || cols == avx2::matmul_packed_cols) && m >= kLaneMinRows) {
-      matmul_packed_isa(isa, x, m, *p.w, p.y, pool);  // the lane GEMM parallelizes itself
+      LaneWeight lw;  // the lane GEMM parallelizes itself
+      lw.packed = p.w;
+      if (p.w->n > 0) lane_matmul(isa, LaneOrder::kF32, x, m, p.w->k, lw, p.w->n, p.y, pool);
       continue;
     }
     if (m == 0 || p.w->n == 0) continue;
-    parts.push_back({cols, &p, total});
+    parts[n_parts++] = {cols, &p, total};
     total += p.w->n;
   }
-  if (parts.empty()) return;
+  if (n_parts == 0) return;
   const int64_t k = products[0].w->k;
   auto run = [&](int64_t b, int64_t e) {
-    for (const Part& q : parts) {
+    for (size_t i = 0; i < n_parts; ++i) {
+      const Part& q = parts[i];
       const int64_t n = q.p->w->n, lo = std::max(b, q.begin), hi = std::min(e, q.begin + n);
       if (lo < hi) q.cols(x, m, *q.p->w, lo - q.begin, hi - q.begin, q.p->y, n);
     }

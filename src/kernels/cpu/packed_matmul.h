@@ -30,6 +30,8 @@ struct PackedProduct {
   float* y;
 };
 void matmul_packed_many(const float* x, int64_t m, std::span<const PackedProduct> products, ThreadPool* pool);
+void matmul_packed_many_isa(Isa isa, const float* x, int64_t m, std::span<const PackedProduct> products,
+                            ThreadPool* pool);
 
 // Columns [n0, n1) of the same product for all m rows of x, on the calling thread:
 // y[i * ldy + j] for j in [n0, n1). For callers that split the work themselves (the grouped
