@@ -211,9 +211,13 @@ StepCost FlopsEstimator::step_v4(const StepShape& shape) const {
   c.matmul_flops = 2.0 * T * (v4_dense_params_ + L * k * v4_expert_params_) + 2.0 * R * V * d;
   c.attention_flops = attn;
   c.flops = c.matmul_flops + c.attention_flops;
-  const double embed = V * d * 2;  // bf16, as released
-  const double streamed = layer_linear_bytes_ >= 0 ? layer_linear_bytes_ : v4_dense_params_ + L * E * v4_expert_bytes_ + embed;
-  const double dense = std::max(0.0, streamed - L * E * v4_expert_bytes_ - embed);
+  // The model's weight_bytes() (less the head: layer_linear_bytes_) is what a one-token
+  // forward reads: the dense part, num_experts_per_tok experts per layer and one embedding
+  // row (and a hash-routing row), not every expert.
+  const double embed_row = d * 2;  // bf16, as released
+  const double token_experts = L * k * v4_expert_bytes_;
+  const double streamed = layer_linear_bytes_ >= 0 ? layer_linear_bytes_ : v4_dense_params_ + token_experts + embed_row;
+  const double dense = std::max(0.0, streamed - token_experts - embed_row);
   const double head = lm_head_bytes_ >= 0 ? lm_head_bytes_ : V * d * 2;
   c.weight_bytes = dense + T * d * 2 + (R > 0 ? head : 0.0);
   const double touched = E * (1.0 - std::pow(1.0 - k / E, T));

@@ -12,6 +12,7 @@
 #include "io/checkpoint.h"
 #include "io/deepseek_v4_config.h"
 #include "io/model_config.h"
+#include "model/deepseek_v4/tensor_plan.h"
 
 using namespace gannet;
 using namespace gannet::engine;
@@ -325,4 +326,28 @@ TEST(FlopsEstimator, DeepseekV4CountsTheCheckpointsMatrices) {
   EXPECT_GT(s.attention_flops, 0);
   EXPECT_GT(s.moe_expert_bytes, 0);
   EXPECT_GT(s.kv_read_bytes, 0);
+}
+
+// The decode bandwidth figure of DeepSeek-V4-Flash: the bench hands the estimator the
+// model's weight_bytes() (what a one-token forward reads: active experts, one embedding
+// row) less the head. A one-token step must count exactly those bytes; taking them as the
+// dense part plus every expert clipped the dense part to zero (V4 small's "% bw" read 27 %
+// where the bytes really moved were 44 % of the bandwidth).
+TEST(FlopsEstimator, DeepseekV4DecodeBytesAreWhatOneTokenReads) {
+  const std::string dir = std::string(std::getenv("GANNET_SOURCE_DIR")) + "/tests/golden/deepseek-v4-tiny";
+  const io::ModelConfig cfg = io::load_model_config(dir);
+  ASSERT_NE(cfg.deepseek_v4, nullptr);
+  const auto& c = *cfg.deepseek_v4;
+  const double read = double(model::deepseek_v4::size_summary(c).read_bytes_per_token);
+  const double head = double(c.vocab_size) * double(c.hidden_size) * 2;  // BF16
+  FlopsEstimator est(cfg, 2);
+  est.set_streamed_weight_bytes(read - head, head);
+  const StepCost one = est.decode_step(1, 40);
+  EXPECT_NEAR(one.weight_bytes + one.moe_expert_bytes, read, read * 1e-12);
+  // The dense part is there (not clipped away): more than the head and one embedding row.
+  EXPECT_GT(one.weight_bytes, head + double(c.hidden_size) * 2 + 1000.0);
+  // Eight tokens read more experts and embedding rows, the same dense part and head.
+  const StepCost eight = est.decode_step(8, 40);
+  EXPECT_GT(eight.moe_expert_bytes, one.moe_expert_bytes);
+  EXPECT_NEAR(eight.weight_bytes - one.weight_bytes, 7.0 * double(c.hidden_size) * 2, 1e-9 * read);
 }
