@@ -332,10 +332,19 @@ template <Fast D>
   return _mm256_set1_ps(s);
 }
 
+// MXFP4's sign for negative codes in scale block b: the sign bit, or none where the scale is
+// NaN (E8M0 0xff). A NaN scale makes every value the scale's +NaN in the reference (value *
+// NaN), negative codes included, so the sign must not be put on it. (The fast path takes
+// E8M0 scales only: an infinite F32 scale would make 0 * inf, whose NaN sign is the
+// multiply's, not the code's.)
+[[gnu::always_inline]] inline __m256i fast_sign(const uint8_t* srow, int64_t b) {
+  return _mm256_set1_epi32(srow[b] == 0xff ? 0 : int32_t(0x80000000u));
+}
+
 // 16 elements of the row at p from column c, decoded and scaled (t: fast_scale's value),
-// in D's lanes.
+// in D's lanes; sg: MXFP4's sign bit for negative codes (fast_sign).
 template <Fast D>
-[[gnu::always_inline]] inline void fast_decode(const uint8_t* p, int64_t c, __m256 t, __m256& lo, __m256& hi) {
+[[gnu::always_inline]] inline void fast_decode(const uint8_t* p, int64_t c, __m256 t, __m256i sg, __m256& lo, __m256& hi) {
   if constexpr (D == Fast::kFp8Plain) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + c));
     const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16(int16_t(0xbfff)));
@@ -356,9 +365,8 @@ template <Fast D>
     const __m256i v = _mm256_set1_epi64x(q);
     const __m256i a = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 4, 8, 12));
     const __m256i b = _mm256_srlv_epi64(v, _mm256_setr_epi64x(16, 20, 24, 28));
-    const __m256i sign = _mm256_set1_epi32(int32_t(0x80000000u));
-    lo = _mm256_xor_ps(_mm256_permutevar8x32_ps(t, a), _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(a, 28), sign)));
-    hi = _mm256_xor_ps(_mm256_permutevar8x32_ps(t, b), _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(b, 28), sign)));
+    lo = _mm256_xor_ps(_mm256_permutevar8x32_ps(t, a), _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(a, 28), sg)));
+    hi = _mm256_xor_ps(_mm256_permutevar8x32_ps(t, b), _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(b, 28), sg)));
   }
 }
 
@@ -384,10 +392,10 @@ inline void mxfp4_unpermute(__m256 a, __m256 b, __m256& lo, __m256& hi) {
 // accumulators.
 template <Fast D, int MR, int NR>
 [[gnu::always_inline]] inline void fast_chunk(const float* x, int64_t ldx, const uint8_t* const (&p)[NR], int64_t c,
-                                              const __m256 (&t)[NR], __m256 (&al)[MR][NR], __m256 (&ah)[MR][NR]) {
+                                              const __m256 (&t)[NR], const __m256i (&sg)[NR], __m256 (&al)[MR][NR], __m256 (&ah)[MR][NR]) {
   GANNET_UNROLL for (int j = 0; j < NR; ++j) {
     __m256 lo, hi;
-    fast_decode<D>(p[j], c, t[j], lo, hi);
+    fast_decode<D>(p[j], c, t[j], sg[j], lo, hi);
     GANNET_UNROLL for (int i = 0; i < MR; ++i) {
       al[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ldx + c), lo, al[i][j]);
       ah[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ldx + c + 8), hi, ah[i][j]);
@@ -409,11 +417,13 @@ template <Fast D, int MR, int NR>
   const uint8_t* p[NR];
   const uint8_t* s[NR];
   __m256 al[MR][NR], ah[MR][NR], t[NR];
+  __m256i sg[NR];
   GANNET_UNROLL for (int j = 0; j < NR; ++j) {
     const int64_t r = r0 + std::min<int64_t>(j, nr - 1);
     p[j] = static_cast<const uint8_t*>(w.data) + r * rb;
     s[j] = D == Fast::kBF16 ? nullptr : static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * nb * sbytes;
     t[j] = _mm256_setzero_ps();
+    sg[j] = _mm256_setzero_si256();
     GANNET_UNROLL for (int i = 0; i < MR; ++i) al[i][j] = ah[i][j] = _mm256_setzero_ps();
   }
   int64_t blk = -1, next_block = 0;
@@ -430,10 +440,13 @@ template <Fast D, int MR, int NR>
       if constexpr (D != Fast::kBF16) {
         if (c == next_block) {  // the next scale block
           ++blk, next_block += bk;
-          GANNET_UNROLL for (int j = 0; j < NR; ++j) t[j] = fast_scale<D>(e8m0, s[j], blk);
+          GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+            t[j] = fast_scale<D>(e8m0, s[j], blk);
+            if constexpr (D == Fast::kMxfp4Lanes) sg[j] = fast_sign(s[j], blk);
+          }
         }
       }
-      fast_chunk<D, MR, NR>(x, k, p, c, t, al, ah);
+      fast_chunk<D, MR, NR>(x, k, p, c, t, sg, al, ah);
     }
   }
   GANNET_UNROLL for (int i = 0; i < MR; ++i)
@@ -456,7 +469,7 @@ inline bool fast_gemv_for(const PackedWeight& w, Fast* d, bool few = false) {
   switch (w.format) {
     case WeightFormat::kFp8Block: *d = Fast::kFp8Plain; return w.fp8_plain && w.block_k % 16 == 0;
     case WeightFormat::kInt8Row: *d = Fast::kInt8; return true;
-    case WeightFormat::kMxfp4: *d = Fast::kMxfp4Lanes; return w.block_k % 16 == 0;
+    case WeightFormat::kMxfp4: *d = Fast::kMxfp4Lanes; return w.block_k % 16 == 0 && w.scale_dtype == DType::F8_E8M0;
     default: return false;
   }
 }
