@@ -14,6 +14,8 @@
 //                    multiply, NaN codes blended in.
 //   mxfp4            nibbles interleaved in element order, a 16-entry byte table gives each
 //                    code's f16 high byte (every E2M1 value has a zero low byte), cvtph2ps.
+//                    The GEMV and few-row kernels instead look codes up in the block's
+//                    scaled E2M1 table (vpermps), one of 256 made once per E8M0 code.
 //   int8             sign-extend to 32 bits, convert (exact).
 #include <cmath>
 #include <cstring>
