@@ -69,9 +69,15 @@ const float* to_bf16_split(const float* x, int64_t m, int64_t k, int64_t ldx) {
 
 // Times both AVX-512 bf16 GEMM variants on a prefill-shaped problem (192 rows, 128
 // columns, k = 2048: 100 MFLOP each, the lane-split GEMM on the FMA side) on the pool of
-// the first call that asks, best of 5, and takes the FMA route only when it is at least
-// 10 % faster. On the 2-core Xeon VM the lane GEMM ran the 1b model's pp512 1.4x faster
-// than vdpbf16ps; before it, 4x4 FMA tiles had lost to vdpbf16ps by 8-10 %.
+// the first call that asks, and takes the FMA route only when it is at least 10 % faster.
+// The two are timed in alternation, 8 rounds of 2 products each (the first round warms
+// caches and wakes the pool), best round each: timed one after the other with single
+// products (0.2-0.4 ms windows), a burst of host noise or a slow thread wake-up during
+// one variant's turn decided the choice, and on the noisy Zen 4 VM 3 of 5 processes took
+// the FMA route at 88-93 tok/s on the 1b model's pp512 where vdpbf16ps ran 149-151. On the
+// 2-core Xeon VM the lane GEMM ran that pp512 1.4x faster than vdpbf16ps; before it, 4x4
+// FMA tiles had lost to vdpbf16ps by 8-10 %. Both give the same bits (the FMA route
+// follows vdpbf16ps's element order), so the choice only moves time.
 Bf16Gemm measure_bf16_gemm(ThreadPool* pool) {
   if (!isa_supported(Isa::kAvx512)) return Bf16Gemm::kDpbf16;
   const int64_t m = 192, n = 128, k = 2048;
@@ -79,17 +85,16 @@ Bf16Gemm measure_bf16_gemm(ThreadPool* pool) {
   std::vector<uint16_t> w(size_t(n * k));
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) * 0.125f;
   for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(float(int(i % 7) - 3) * 0.25f);
-  auto best = [&](Bf16Gemm v) {
-    double t = 1e30;
-    for (int rep = 0; rep < 6; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      matmul_bf16_variant(Isa::kAvx512, v, x.data(), m, k, w.data(), n, y.data(), pool);
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (rep > 0) t = std::min(t, dt);  // the first run warms caches
-    }
-    return t;
+  auto round = [&](Bf16Gemm v) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int rep = 0; rep < 2; ++rep) matmul_bf16_variant(Isa::kAvx512, v, x.data(), m, k, w.data(), n, y.data(), pool);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  const double dp = best(Bf16Gemm::kDpbf16), fma = best(Bf16Gemm::kFma);
+  double dp = 1e30, fma = 1e30;
+  for (int r = 0; r < 8; ++r) {
+    const double a = round(Bf16Gemm::kDpbf16), b = round(Bf16Gemm::kFma);
+    if (r > 0) dp = std::min(dp, a), fma = std::min(fma, b);
+  }
   return fma < 0.9 * dp ? Bf16Gemm::kFma : Bf16Gemm::kDpbf16;
 }
 
