@@ -182,6 +182,16 @@ inline __m512 e2m1_table() {
                         -6.0f);
 }
 
+// The scale of scale-row pointer `srow` at block column bc, as dequant_row applies it
+// (times 256 for the f16 route of fp8).
+template <Dec D>
+inline float block_scale(const PackedWeight& w, const uint8_t* srow, int64_t bc) {
+  float s;
+  if (w.scale_dtype == DType::F8_E8M0) s = kE8m0Values[srow[bc]];
+  else std::memcpy(&s, srow + bc * 4, 4);
+  return D == Dec::kFp8Plain ? s * 256.0f : s;
+}
+
 // The 16 E2M1 values times every E8M0 scale (256 tables, 16 KB, the hot few lines stay in
 // L1), made once by the same multiply the kernels did per block: a block's scaled table is
 // then one load instead of a scale lookup, a broadcast and a multiply per weight row.
@@ -197,18 +207,6 @@ const float* mxfp4_e8m0_tables() {
 
 // The scaled E2M1 table of scale-row pointer `srow` at block column bc: from the E8M0 tables
 // (`tabs`, non-null where the scales are E8M0) or by the multiply.
-inline __m512 mxfp4_block_table(const PackedWeight& w, const float* tabs, const uint8_t* srow, int64_t bc);
-
-// The scale of scale-row pointer `srow` at block column bc, as dequant_row applies it
-// (times 256 for the f16 route of fp8).
-template <Dec D>
-inline float block_scale(const PackedWeight& w, const uint8_t* srow, int64_t bc) {
-  float s;
-  if (w.scale_dtype == DType::F8_E8M0) s = kE8m0Values[srow[bc]];
-  else std::memcpy(&s, srow + bc * 4, 4);
-  return D == Dec::kFp8Plain ? s * 256.0f : s;
-}
-
 inline __m512 mxfp4_block_table(const PackedWeight& w, const float* tabs, const uint8_t* srow, int64_t bc) {
   if (tabs) return _mm512_load_ps(tabs + 16 * int64_t(srow[bc]));
   return _mm512_mul_ps(e2m1_table(), _mm512_set1_ps(block_scale<Dec::kMxfp4>(w, srow, bc)));
