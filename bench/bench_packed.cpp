@@ -20,8 +20,9 @@ using gannet::kernels::WeightFormat;
 
 constexpr int64_t kRotateBytes = int64_t(256) << 20;
 
-// Args: format, n, k, m, threads.
-void BM_PackedMatmul(benchmark::State& state) {
+// Args: format, n, k, m, threads. e8m0_fp8: FP8 with V4.1's E8M0 32 x 32 scale blocks
+// (power-of-two scales, which the AVX2 GEMV folds into x) instead of F32 128 x 128.
+void packed_matmul(benchmark::State& state, bool e8m0_fp8) {
   const auto f = WeightFormat(state.range(0));
   const int64_t n = state.range(1), k = state.range(2), m = state.range(3);
   const int threads = int(state.range(4));
@@ -30,6 +31,7 @@ void BM_PackedMatmul(benchmark::State& state) {
   w.n = n;
   w.k = k;
   if (f == WeightFormat::kFp8Block) w.block_n = w.block_k = 128, w.scale_dtype = gannet::DType::F32;
+  if (f == WeightFormat::kFp8Block && e8m0_fp8) w.block_n = w.block_k = 32, w.scale_dtype = gannet::DType::F8_E8M0;
   if (f == WeightFormat::kMxfp4) w.block_n = 1, w.block_k = 32, w.scale_dtype = gannet::DType::F8_E8M0;
   if (f == WeightFormat::kInt8Row) w.block_n = 1, w.block_k = k, w.scale_dtype = gannet::DType::F32;
   const bool scaled = f == WeightFormat::kFp8Block || f == WeightFormat::kMxfp4 || f == WeightFormat::kInt8Row;
@@ -64,9 +66,12 @@ void BM_PackedMatmul(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * int64_t(w.bytes()));
   state.counters["FLOP"] =
       benchmark::Counter(double(2 * m * n * k) * double(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(gannet::kernels::weight_format_name(f)) + " " +
+  state.SetLabel(std::string(gannet::kernels::weight_format_name(f)) + (e8m0_fp8 ? " e8m0-32 " : " ") +
                  gannet::isa_name(gannet::active_isa()));
 }
+
+void BM_PackedMatmul(benchmark::State& state) { packed_matmul(state, false); }
+void BM_PackedMatmulFp8E8m0(benchmark::State& state) { packed_matmul(state, true); }
 
 void args(benchmark::internal::Benchmark* b) {
   for (int f = 0; f <= int(WeightFormat::kInt8Row); ++f) {
@@ -82,3 +87,8 @@ void args(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_PackedMatmul)->Apply(args)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_PackedMatmulFp8E8m0)
+    ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 1, 1})
+    ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 1, 2})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();

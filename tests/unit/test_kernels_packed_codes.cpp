@@ -134,6 +134,65 @@ TEST(KernelsPackedCodes, EveryMxfp4CodeAndScale) {
   w.scales = scales.data();
   w.data = codes.data();
   check_all_isas(w, "mxfp4");
+  // Whole scale blocks too (k a multiple of 32, every chunk on the GEMVs' whole-chunk
+  // loop), with the NaN-scale rows in some tiles of 3 rows and not in others.
+  w.k = 32 * 10;
+  check_all_isas(w, "mxfp4 whole blocks");
+}
+
+// FP8 with E8M0 scales at one x row: the AVX2 GEMV folds the power-of-two scale (times
+// 2^120) into x where x times it stays finite and every code's value * s is exact. x that
+// overflows, infinities and NaN must take the unfolded route and give the reference's
+// bits; a row of tiny x makes products in the subnormal range, where any lost bit would
+// show in the output; scale codes 9 and 10 lie either side of the fold's lower bound.
+TEST(KernelsPackedCodes, Fp8ScalesFoldedIntoXKeepTheBits) {
+  const int64_t n = 70, k = 256;  // block rows of 32: two whole, one partial
+  std::vector<uint8_t> codes(size_t(n * k));
+  for (size_t i = 0; i < codes.size(); ++i) {
+    codes[i] = uint8_t(i * 37 + i / 256);
+    if ((codes[i] & 0x7f) == 0x7f) codes[i] = 0x7e;
+  }
+  const int64_t sr = 3, sc = k / 32;
+  for (int scale_code : {100, 127, 134, 9, 10, 246}) {
+    std::vector<uint8_t> s8(size_t(sr * sc), uint8_t(scale_code));
+    s8[1] = 127;  // one ordinary block among them
+    PackedWeight w;
+    w.format = WeightFormat::kFp8Block;
+    w.n = n;
+    w.k = k;
+    w.block_n = w.block_k = 32;
+    w.scale_dtype = DType::F8_E8M0;
+    w.scales = s8.data();
+    w.data = codes.data();
+    w.scan_codes();
+    ASSERT_EQ(w.fp8_plain, scale_code <= 134);
+    for (int x_kind = 0; x_kind < 6; ++x_kind) {
+      std::vector<float> x(static_cast<size_t>(k)), ref(static_cast<size_t>(n)), got(ref.size());
+      std::mt19937 g{uint32_t(x_kind * 31 + scale_code)};
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      for (float& v : x) v = nd(g);
+      switch (x_kind) {
+        case 1: x[40] = 3e38f; break;                          // x * 2^(e + 8) overflows for e >= 0
+        case 2: for (float& v : x) v *= 0x1p-120f; break;       // tiny x, subnormal products
+        case 3: x[200] = 1e-42f; break;                         // one subnormal x
+        case 4: x[5] = -std::numeric_limits<float>::infinity(); break;
+        case 5: x[77] = std::numeric_limits<float>::quiet_NaN(); break;
+        default: break;
+      }
+      matmul_packed_ref(x.data(), 1, w, ref.data());
+      for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+        if (!isa_supported(isa)) continue;
+        std::fill(got.begin(), got.end(), -1.0f);
+        matmul_packed_isa(isa, x.data(), 1, w, got.data(), nullptr);
+        for (int64_t j = 0; j < n; ++j) {
+          const bool both_nan = std::isnan(ref[size_t(j)]) && std::isnan(got[size_t(j)]);
+          ASSERT_TRUE(both_nan || std::memcmp(&ref[size_t(j)], &got[size_t(j)], 4) == 0)
+              << "scale code " << scale_code << " x kind " << x_kind << " " << isa_name(isa) << " row " << j
+              << ": ref " << ref[size_t(j)] << " got " << got[size_t(j)];
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
