@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "kernels/cpu/lane_gemm.h"
 #include "kernels/cpu/lane_gemm_impl.h"
+#include "kernels/cpu/packed_matmul_impl.h"
 #include "kernels/cpu/packed_weight.h"
 #include "kernels/cpu/simd_avx2.h"
 
@@ -230,7 +231,7 @@ struct Kernel {
   static void pack_w_bf16(const uint16_t* w, int64_t ld, int64_t rows, int64_t k, int64_t S, float* wb) {
     avx2::pack_w_bf16(w, ld, rows, k, S, wb);
   }
-  static void dequant(const PackedWeight& w, int64_t r0, int64_t nr, float* rows) { for (int64_t i = 0; i < nr; ++i) w.dequant_row(r0 + i, rows + i * w.k); }
+  static void dequant(const PackedWeight& w, int64_t r0, int64_t nr, float* rows) { dequant_rows(w, r0, r0 + nr, rows); }
   template <bool kFirst>
   static void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp) {
     avx2::micro<kFirst>(xp, wp, steps, p, ldp);

@@ -657,7 +657,40 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
   }
 }
 
+// Rows [r0, r1) into out [r1 - r0, k], four at a time through dequant(): straight into
+// out where k is whole chunks, else through a padded buffer (dequant writes +0 up to the
+// chunk end, which would run into the next row or past out).
+template <WeightFormat F>
+void dequant_rows_of(const PackedWeight& w, int64_t r0, int64_t r1, float* out) {
+  const int64_t k = w.k, ld = (k + 15) / 16 * 16;
+  const bool direct = ld == k;
+  float* const buf = direct ? nullptr : thread_scratch(ScratchSlot::kPackedAvx2Dequant, size_t(kNr * ld));
+  for (int64_t r = r0; r < r1; r += kNr) {
+    const int64_t nr = std::min<int64_t>(kNr, r1 - r);
+    float* const dst = direct ? out + (r - r0) * k : buf;
+    switch (nr) {
+      case 4: dequant<F, 4>(w, r, dst, ld); break;
+      case 3: dequant<F, 3>(w, r, dst, ld); break;
+      case 2: dequant<F, 2>(w, r, dst, ld); break;
+      default: dequant<F, 1>(w, r, dst, ld); break;
+    }
+    if (!direct)
+      for (int64_t i = 0; i < nr; ++i) std::memcpy(out + (r - r0 + i) * k, buf + i * ld, size_t(k) * sizeof(float));
+  }
+}
+
 }  // namespace
+
+void dequant_rows(const PackedWeight& w, int64_t r0, int64_t r1, float* out) {
+  switch (w.format) {
+    case WeightFormat::kF32: return dequant_rows_of<WeightFormat::kF32>(w, r0, r1, out);
+    case WeightFormat::kBF16: return dequant_rows_of<WeightFormat::kBF16>(w, r0, r1, out);
+    case WeightFormat::kF16: return dequant_rows_of<WeightFormat::kF16>(w, r0, r1, out);
+    case WeightFormat::kFp8Block: return dequant_rows_of<WeightFormat::kFp8Block>(w, r0, r1, out);
+    case WeightFormat::kMxfp4: return dequant_rows_of<WeightFormat::kMxfp4>(w, r0, r1, out);
+    case WeightFormat::kInt8Row: return dequant_rows_of<WeightFormat::kInt8Row>(w, r0, r1, out);
+  }
+}
 
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols) {
   switch (w.format) {

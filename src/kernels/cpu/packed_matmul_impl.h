@@ -17,6 +17,8 @@ GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
 }
 namespace avx2 {
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
+// Rows [r0, r1) dequantized into out [r1 - r0, k]: the bits of PackedWeight::dequant_row.
+void dequant_rows(const PackedWeight& w, int64_t r0, int64_t r1, float* out);
 }
 namespace avx512 {
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
