@@ -120,7 +120,8 @@ TEST(KernelsPackedCodes, EveryFp8CodeWithExtremeScales) {
 
 TEST(KernelsPackedCodes, EveryMxfp4CodeAndScale) {
   const int64_t n = 10, k = 32 * 9 + 16;  // a partial last scale block; a partial tile of 3 and of 4 rows
-  std::vector<uint8_t> codes(size_t(n * k / 2));
+  const int64_t k_whole = 32 * 10;        // the same 10 scale blocks per row, all whole (below)
+  std::vector<uint8_t> codes(size_t(n * k_whole / 2));  // room for either k
   for (size_t i = 0; i < codes.size(); ++i) codes[i] = uint8_t(i * 13 + i / 16);
   std::vector<uint8_t> scales(size_t(n * ((k + 31) / 32)));
   for (size_t i = 0; i < scales.size(); ++i) scales[i] = uint8_t(std::vector<int>{0, 1, 127, 200, 254, 255}[i % 6]);
@@ -136,7 +137,7 @@ TEST(KernelsPackedCodes, EveryMxfp4CodeAndScale) {
   check_all_isas(w, "mxfp4");
   // Whole scale blocks too (k a multiple of 32, every chunk on the GEMVs' whole-chunk
   // loop), with the NaN-scale rows in some tiles of 3 rows and not in others.
-  w.k = 32 * 10;
+  w.k = k_whole;
   check_all_isas(w, "mxfp4 whole blocks");
 }
 
