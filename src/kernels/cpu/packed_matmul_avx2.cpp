@@ -14,7 +14,6 @@
 // the bits agree, unless scale * 2^8 overflows; such blocks, and chunks holding a NaN
 // code (0x7f / 0xff, which the f16 reads as 480 / 2^8), take the exact path instead.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -495,9 +494,6 @@ constexpr int fast_nr() {
 // per-weight multiply. On Zen 3 this runs 20-25 % fewer cycles per weight than the f16
 // route with its multiply. A block row whose blocks miss a condition runs gemv_fast.
 
-// 2^n for n in [-126, 127].
-inline float pow2f(int n) { return std::bit_cast<float>(uint32_t(n + 127) << 23); }
-
 // xs[c] = x[c] * 2^(e(c / bk) + 120) for w's scale row `srow` (E8M0), or false where some
 // block misses the conditions above (or x holds an infinity or NaN).
 inline bool fp8_scale_x(const float* x, int64_t k, int64_t bk, const uint8_t* srow, float* xs) {
@@ -507,7 +503,7 @@ inline bool fp8_scale_x(const float* x, int64_t k, int64_t bk, const uint8_t* sr
   for (int64_t c0 = 0, b = 0; c0 < k; c0 += bk, ++b) {
     const int code = srow[b];
     if (code < 10 || code > 134) return false;
-    const __m256 mul = _mm256_set1_ps(pow2f(code - 127 + 120));
+    const __m256 mul = _mm256_set1_ps(kE8m0Values[size_t(code)] * 0x1p120f);  // 2^(e + 120), exact
     for (int64_t c = c0; c < std::min(k, c0 + bk); c += 8) {
       const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(x + c), mul);
       // not (|r| < inf): overflow, an infinity or NaN (the compare is ordered)
