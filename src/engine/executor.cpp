@@ -33,7 +33,7 @@ Executor::Executor(model::Model& model, cache::CacheEngine& cache, ThreadPool* p
   draft_jobs_.reserve(size_t(max_seqs) + 1);
   draft_block_ = model.draft_block();
   rows_.reserve(size_t(2 * max_seqs + 2));
-  logits_.resize(size_t(max_logit_rows) * size_t(vocab_));
+  logits_ = ZeroedArray<float>(size_t(max_logit_rows) * size_t(vocab_));
   const int threads = pool ? pool->size() : 1;
   for (int t = 0; t < threads; ++t) samplers_.emplace_back(vocab_);
   sample_outs_.resize(size_t(threads));

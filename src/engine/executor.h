@@ -14,6 +14,7 @@
 #include "cache/cache_engine.h"
 #include "core/collective.h"
 #include "core/thread_pool.h"
+#include "core/zeroed_array.h"
 #include "engine/step_plan.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
@@ -128,7 +129,7 @@ class Executor {
   void choose_depths(const StepPlan& plan);
   sampling::NgramConfig ngram_;
   std::vector<int32_t> draft_;                              // scratch
-  std::vector<float> logits_;                               // [max_logit_rows, vocab]
+  ZeroedArray<float> logits_;  // [max_logit_rows, vocab]: pages committed as rows are written
   std::vector<sampling::Sampler> samplers_;                 // one per pool thread
   std::vector<sampling::SampleOutput> sample_outs_;         // one per pool thread
 };
