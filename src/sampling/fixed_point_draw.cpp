@@ -61,6 +61,84 @@ int32_t pick(const Candidate* c, int64_t n, uint64_t before, uint64_t t) {
   return -1;
 }
 
+// Selection without sorting. The canonical order is strict (ids differ), so after a
+// partition around a pivot everything left of it comes before it and everything right
+// after; a search that recurses into one side only (quickselect) finds the j-th element
+// or a weight threshold in expected linear time, and leaves the elements before the
+// answer in front of it (as a set), which is all top-p, min-p and the draw need. Ranges
+// of kSmallRange or fewer, and ranges that keep partitioning badly, are sorted instead.
+constexpr int64_t kSmallRange = 24;
+
+// Partitions c[lo, hi) around a median-of-three pivot; returns the pivot's final index p
+// (c[lo, p) before it, c(p, hi) after it) and the weight of c[lo, p) in *left_weight.
+int64_t partition_canonical(Candidate* c, int64_t lo, int64_t hi, uint64_t* left_weight) {
+  const int64_t mid = lo + (hi - lo) / 2, last = hi - 1;
+  if (canonical_before(c[mid], c[lo])) std::swap(c[mid], c[lo]);
+  if (canonical_before(c[last], c[lo])) std::swap(c[last], c[lo]);
+  if (canonical_before(c[mid], c[last])) std::swap(c[mid], c[last]);  // median now at last
+  const Candidate pivot = c[last];
+  int64_t p = lo;
+  uint64_t w = 0;
+  for (int64_t j = lo; j < last; ++j)
+    if (canonical_before(c[j], pivot)) {
+      w += c[j].weight;
+      std::swap(c[p++], c[j]);
+    }
+  std::swap(c[p], c[last]);
+  *left_weight = w;
+  return p;
+}
+
+// Partitions to depth 2 log2(n) + 8 before a range is given up on and sorted.
+int partition_budget(int64_t n) { return 2 * int(std::bit_width(uint64_t(n))) + 8; }
+
+// The draw: the candidate of c[0, n) (canonical order) whose inclusive cumulative weight,
+// counted from `before`, first exceeds t; as pick() on the sorted range.
+int32_t select_weighted(Candidate* c, int64_t n, uint64_t before, uint64_t t) {
+  int64_t lo = 0, hi = n;
+  for (int budget = partition_budget(n); hi - lo > kSmallRange && budget > 0; --budget) {
+    uint64_t left = 0;
+    const int64_t p = partition_canonical(c, lo, hi, &left);
+    if (t < before + left) {
+      hi = p;
+    } else if (t < before + left + c[p].weight) {
+      return c[p].id;
+    } else {
+      before += left + c[p].weight;
+      lo = p + 1;
+    }
+  }
+  std::sort(c + lo, c + hi, canonical_before);
+  return pick(c + lo, hi - lo, before, t);
+}
+
+// Top-p over one bucket: the number of leading candidates of c[0, n) (canonical order)
+// that top_p_keep() would keep, with exactly those moved to c[0, keep).
+int64_t select_top_p(Candidate* c, int64_t n, uint64_t before, u128 target) {
+  // Weights here are >= 1, so the weight before a candidate rises strictly along the
+  // order and is 0 only for the very first one, which top_p_keep() always keeps.
+  auto kept = [target](uint64_t cum) { return cum == 0 || (u128(cum) << kTopPBits) < target; };
+  int64_t lo = 0, hi = n;
+  for (int budget = partition_budget(n); hi - lo > kSmallRange && budget > 0; --budget) {
+    uint64_t left = 0;
+    const int64_t p = partition_canonical(c, lo, hi, &left);
+    if (kept(before + left)) {  // the pivot is kept, so is all before it
+      before += left + c[p].weight;
+      lo = p + 1;
+    } else {
+      hi = p;
+    }
+  }
+  std::sort(c + lo, c + hi, canonical_before);
+  return lo + top_p_keep(c + lo, hi - lo, before, target);
+}
+
+// Min-p over c[0, n): those with weight >= min_weight, moved to the front; their count.
+// (Canonical order puts higher weights first, so they are a leading run of it.)
+int64_t select_min_p(Candidate* c, int64_t n, uint64_t min_weight) {
+  return std::partition(c, c + n, [min_weight](const Candidate& x) { return x.weight >= min_weight; }) - c;
+}
+
 // floor(r * total / 2^64): uniform over [0, total) up to a bias below total / 2^64.
 uint64_t scale_random(uint64_t r, uint64_t total) { return uint64_t((u128(r) * total) >> 64); }
 
@@ -178,7 +256,7 @@ int32_t FixedPointDraw::draw_top_k(const float* logits, const DrawFilters& f, ui
   return pick(cand_.data(), n, 0, scale_random(random, kept));
 }
 
-int64_t FixedPointDraw::sort_bucket(const float* logits, int bucket) {
+int64_t FixedPointDraw::gather_bucket(const float* logits, int bucket) {
   const uint8_t* begin = bucket_of_.data();
   const uint8_t* end = begin + vocab_;
   int64_t n = 0;
@@ -186,13 +264,14 @@ int64_t FixedPointDraw::sort_bucket(const float* logits, int bucket) {
     const int64_t i = at - begin;
     cand_[size_t(n++)] = {weights_[size_t(i)], logits[i], int32_t(i)};
   }
-  std::sort(cand_.begin(), cand_.begin() + n, canonical_before);
   return n;
 }
 
 // Weights grouped by bit length: a higher bucket's weights all exceed a lower one's, so
 // buckets are contiguous runs of the canonical order and only the bucket where a cut or
-// the draw lands needs sorting. Bucket sums are integers, hence exact in any order.
+// the draw lands needs ordering, and there only as far as quickselect takes it (the
+// chosen token is defined by the order; any search that respects it finds the same one).
+// Bucket sums are integers, hence exact in any order.
 int32_t FixedPointDraw::draw_bucketed(const float* logits, const DrawFilters& f, uint64_t random) {
   const float m = logits[checked_argmax(logits, vocab_)];
   const double inv_t = 1.0 / f.temperature;
@@ -231,9 +310,9 @@ int32_t FixedPointDraw::draw_bucketed(const float* logits, const DrawFilters& f,
     for (int b = kBuckets - 1; b >= 1; --b) {
       const uint64_t after = before + bucket_weight_[size_t(b)];
       if ((u128(after) << kTopPBits) >= target) {  // the next bucket's first is cut
-        const int64_t n = sort_bucket(logits, b);
+        const int64_t n = gather_bucket(logits, b);
         cut = b;
-        cut_keep = top_p_keep(cand_.data(), n, before, target);
+        cut_keep = select_top_p(cand_.data(), n, before, target);
         break;
       }
       before = after;
@@ -243,11 +322,11 @@ int32_t FixedPointDraw::draw_bucketed(const float* logits, const DrawFilters& f,
     const uint64_t q = min_p_fixed(f.min_p);
     const int bq = bucket_of(q);
     if (bq > cut) {
-      const int64_t n = sort_bucket(logits, bq);
+      const int64_t n = gather_bucket(logits, bq);
       cut = bq;
-      cut_keep = min_p_keep(cand_.data(), n, q);
+      cut_keep = select_min_p(cand_.data(), n, q);
     } else if (bq == cut) {
-      cut_keep = min_p_keep(cand_.data(), cut_keep, q);
+      cut_keep = select_min_p(cand_.data(), cut_keep, q);
     }
   }
 
@@ -258,10 +337,11 @@ int32_t FixedPointDraw::draw_bucketed(const float* logits, const DrawFilters& f,
   const uint64_t t = scale_random(random, kept);
   uint64_t before = 0;
   for (int b = kBuckets - 1; b > cut; --b) {
-    if (t < before + bucket_weight_[size_t(b)]) return pick(cand_.data(), sort_bucket(logits, b), before, t);
+    if (t < before + bucket_weight_[size_t(b)])
+      return select_weighted(cand_.data(), gather_bucket(logits, b), before, t);
     before += bucket_weight_[size_t(b)];
   }
-  return pick(cand_.data(), cut_keep, before, t);
+  return select_weighted(cand_.data(), cut_keep, before, t);
 }
 
 }  // namespace gannet::sampling

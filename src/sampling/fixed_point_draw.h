@@ -22,7 +22,8 @@
 // Cost for a 129k vocabulary: with top-k, one streaming selection pass and a sort of k
 // (~60 us); without, one exp pass (skipped for tokens under the cut when min-p is the
 // only cut), a histogram of weights by bit length, and a sort of at most two bit-length
-// buckets: the one holding the top-p/min-p cut and the one holding t (~0.7 ms).
+// buckets: the one holding the top-p/min-p cut and the one holding t (~0.7 ms), searched
+// by quickselect rather than sorted.
 #pragma once
 
 #include <array>
@@ -78,7 +79,7 @@ class FixedPointDraw {
 
   int32_t draw_top_k(const float* logits, const DrawFilters& f, uint64_t random);
   int32_t draw_bucketed(const float* logits, const DrawFilters& f, uint64_t random);
-  int64_t sort_bucket(const float* logits, int bucket);  // into cand_, returns its size
+  int64_t gather_bucket(const float* logits, int bucket);  // into cand_ (unordered), returns its size
 
   int64_t vocab_;
   std::vector<int32_t> ids_;        // [vocab] top-k selection buffer
