@@ -132,13 +132,41 @@ TEST(SamplingDeterminism, FastPathsEqualTheDefinitionAtFullVocabulary) {
   FixedPointDraw draw(kVocab);
   const DrawFilters filters[] = {{1.0, 0, 1.0, 0.0},   {0.8, 0, 0.95, 0.0}, {1.0, 0, 1.0, 0.05},
                                  {0.6, 50, 0.9, 0.0},  {1.2, 0, 0.7, 0.02}, {1.0, 40000, 1.0, 0.0}};
-  for (double scale : {2.0, 8.0}) {
+  // 0.3: a near-flat row (a random-weight model's), whose tokens crowd into a few weight
+  // buckets of tens of thousands each, where the cut and the draw are found by quickselect.
+  for (double scale : {0.3, 2.0, 8.0}) {
     const std::vector<float> l = random_row(g, kVocab, scale, scale > 4);
     for (const DrawFilters& f : filters)
       for (int trial = 0; trial < 3; ++trial) {
         const uint64_t r = g();
         ASSERT_EQ(draw.draw(l.data(), f, r), reference_draw(l, f, r)) << "k=" << f.top_k << " p=" << f.top_p;
       }
+  }
+}
+
+TEST(SamplingDeterminism, DrawsAndTopPCutsOnExactBoundaries) {
+  // 1024 equal logits: every weight is 2^40 and every cumulative weight a multiple of it,
+  // so these random bits put t exactly on a boundary between two tokens, and these top_p
+  // put the cut exactly on one. Quickselect must resolve each the way the sorted walk
+  // does (strictly below a cumulative weight; a cut at equality drops the token).
+  constexpr int64_t n = 1024;
+  const std::vector<float> l(size_t(n), 0.0f);
+  FixedPointDraw draw(n);
+  for (int64_t k = 0; k < n; ++k) {
+    const uint64_t r = uint64_t(k) << 54;  // t = floor(r * n * 2^40 / 2^64) = k * 2^40
+    const DrawFilters f{1.0, 0, 1.0, 0.0};
+    ASSERT_EQ(draw.draw(l.data(), f, r), k);
+    ASSERT_EQ(reference_draw(l, f, r), k);
+  }
+  for (int64_t j = 1; j <= n; ++j) {
+    const DrawFilters f{1.0, 0, double(j) / double(n), 0.0};  // keeps exactly j tokens
+    for (uint64_t r : {~uint64_t(0), uint64_t(0), (uint64_t(j - 1) << 54) / uint64_t(j) * uint64_t(n)}) {
+      const int32_t want = reference_draw(l, f, r);
+      ASSERT_EQ(draw.draw(l.data(), f, r), want) << "top_p " << j << "/" << n << " r " << r;
+      if (r == ~uint64_t(0)) {
+        ASSERT_EQ(want, j - 1);
+      }
+    }
   }
 }
 
