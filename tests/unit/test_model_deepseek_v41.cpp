@@ -7,17 +7,22 @@
 // labels: exact
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <limits>
+#include <random>
 #include <sstream>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "model/deepseek_v41/index_scores.h"
 #include "model/deepseek_v41/model.h"
 
 namespace {
@@ -258,3 +263,40 @@ TEST(ModelDeepseekV41, BoundedReplay) {
 }
 
 }  // namespace
+
+// The indexer's scores (index_scores.h keeps eight entries' sums in a register) against
+// the plain loop the spec states: the same bits for every entry count, visible count and
+// head shape, including NaN-free negative dots (relu) and the -inf tail.
+TEST(ModelDeepseekV41, IndexScoresEqualThePlainLoop) {
+  std::mt19937 g(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t E : {0, 1, 7, 8, 9, 16, 23, 64, 131})
+    for (int64_t nih : {1, 3, 8})
+      for (int64_t idh : {1, 16, 64}) {
+        std::vector<float> q(static_cast<size_t>(nih * idh)), w(static_cast<size_t>(nih)), keys_t(static_cast<size_t>(idh * E));
+        for (float& x : q) x = normal(g);
+        for (float& x : w) x = normal(g);
+        for (float& x : keys_t) x = normal(g);
+        for (int64_t visible : {int64_t(0), E / 2, E - 1, E, E + 3}) {
+          std::vector<float> dots(size_t(E) + 1), sc(size_t(E) + 1, 7.0f), want(size_t(E) + 1, 7.0f);
+          gannet::model::deepseek_v41::index_scores(q.data(), w.data(), nih, idh, keys_t.data(), E, visible, 0.125f,
+                                                    0.35f, dots.data(), sc.data());
+          const int64_t nv = std::clamp<int64_t>(visible, 0, E);
+          for (int64_t e = 0; e < E; ++e) {
+            if (e >= nv) {
+              want[size_t(e)] = -std::numeric_limits<float>::infinity();
+              continue;
+            }
+            float s = 0.0f;
+            for (int64_t h = 0; h < nih; ++h) {
+              float d = 0.0f;
+              for (int64_t c = 0; c < idh; ++c) d += q[size_t(h * idh + c)] * keys_t[size_t(c * E + e)];
+              s += (std::max(d, 0.0f) * 0.125f) * (w[size_t(h)] * 0.35f);
+            }
+            want[size_t(e)] = s;
+          }
+          ASSERT_EQ(std::memcmp(sc.data(), want.data(), sc.size() * sizeof(float)), 0)
+              << "E " << E << " nih " << nih << " idh " << idh << " visible " << visible;
+        }
+      }
+}
