@@ -18,13 +18,15 @@ struct StructuredOutput {
   // kJsonSchema: the schema as JSON text; kRegex: an ECMAScript-style pattern (anchored at
   // both ends); kGrammar: GBNF with a `root` rule; kJsonObject: empty (any JSON object);
   // kToolCalls: a tool-call block (structured/tool_grammar.h; the server builds it from a
-  // request's tools, its spec is JSON).
+  // request's tools, its spec is JSON); its JSON values are laid out as Python's
+  // json.dumps writes them (", " and ": ", nothing else), the text chat templates write
+  // back when the call returns in the next turn's history.
   std::string spec;
   // Optional: the output is free until this text has appeared in it; the constraint
   // applies to what follows (e.g. "</think>" after a reasoning block).
   std::string trigger;
-  // JSON kinds: 0 = compact (no whitespace); n > 0 = up to n whitespace characters
-  // wherever JSON allows them.
+  // kJsonSchema and kJsonObject: 0 = compact (no whitespace); n > 0 = up to n
+  // whitespace characters wherever JSON allows them.
   int max_whitespace = 0;
 
   bool active() const { return kind != Kind::kNone; }

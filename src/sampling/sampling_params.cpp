@@ -52,9 +52,9 @@ void SamplingParams::validate() const {
       fail("structured output (json_object) takes no specification, got '", structured.spec.substr(0, 40), "'");
     if (structured.max_whitespace < 0 || structured.max_whitespace > 64)
       fail("structured output: max_whitespace must be in [0, 64], got ", structured.max_whitespace);
-    if (structured.max_whitespace != 0 && structured.kind != K::kJsonSchema && structured.kind != K::kJsonObject &&
-        structured.kind != K::kToolCalls)
-      fail("structured output: max_whitespace applies to json_schema, json_object and tool_calls only, not ", kind);
+    if (structured.max_whitespace != 0 && structured.kind != K::kJsonSchema && structured.kind != K::kJsonObject)
+      fail("structured output: max_whitespace applies to json_schema and json_object only, not ", kind,
+           structured.kind == K::kToolCalls ? " (tool-call values take json.dumps's layout)" : "");
     if (ignore_eos)
       fail("ignore_eos cannot be combined with structured output: the grammar decides where the output ends");
   } else if (!structured.spec.empty() || !structured.trigger.empty() || structured.max_whitespace != 0) {

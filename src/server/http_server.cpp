@@ -468,11 +468,9 @@ std::optional<ApiError> Server::prepare_chat(ChatRequest& cr, PreparedChat& out)
       so.kind = StructuredOutput::Kind::kToolCalls;
       so.spec = tg->spec;
       so.trigger = tg->trigger;
-      so.max_whitespace = 1;  // JSON values as Python's json.dumps writes them (", " and ": ")
       try {  // a schema the grammar cannot take is the request's fault: say so now
         structured::JsonWhitespace ws;
-        ws.compact = false;
-        ws.max_run = so.max_whitespace;
+        ws.python = true;  // JSON values as Python's json.dumps writes them (", " and ": ")
         (void)structured::compile_tool_calls(so.spec, ws);
       } catch (const Error& e) {
         return bad_request(std::string("'tools': ") + e.what(), "tools");

@@ -22,9 +22,9 @@ using Json = nlohmann::ordered_json;
 // policy puts its `ws`.
 const char* kPreamble = R"G(
 jv ::= jobj | jarr | jstr | jnum | "true" | "false" | "null"
-jobj ::= "{" @ ( jmem ( @ "," @ jmem )* @ )? "}"
-jmem ::= jstr @ ":" @ jv
-jarr ::= "[" @ ( jv ( @ "," @ jv )* @ )? "]"
+jobj ::= "{" @ ( jmem ( $, jmem )* @ )? "}"
+jmem ::= jstr $: jv
+jarr ::= "[" @ ( jv ( $, jv )* @ )? "]"
 jstr ::= "\"" jchar* "\""
 jchar ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 jnum ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
@@ -79,9 +79,14 @@ std::string lit(const std::string& bytes) {
 class Compiler {
  public:
   Compiler(const Json& root, const JsonWhitespace& ws) : root_(root) {
-    if (!ws.compact) {
+    if (ws.python) {
+      comma_ = " \", \" ";
+      colon_ = " \": \" ";
+    } else if (!ws.compact) {
       if (ws.max_run < 1 || ws.max_run > 64) fail("JSON whitespace: max_run must be in [1, 64], got ", ws.max_run);
       W = " ws ";
+      comma_ = " ws \",\" ws ";
+      colon_ = " ws \":\" ws ";
       text_ = "ws ::= [ \\t\\n\\r]{0," + std::to_string(ws.max_run) + "}\n";
     }
   }
@@ -90,6 +95,8 @@ class Compiler {
     const std::string top = rule_for(root_, "");
     std::string pre = kPreamble;
     for (size_t at; (at = pre.find('@')) != std::string::npos;) pre.replace(at, 1, W == " " ? "" : "ws");
+    for (size_t at; (at = pre.find("$,")) != std::string::npos;) pre.replace(at, 2, comma_);
+    for (size_t at; (at = pre.find("$:")) != std::string::npos;) pre.replace(at, 2, colon_);
     add_gbnf(g_, pre + text_ + "root ::= " + top + "\n");
     g_.set_root(g_.rule("root"));
     g_.check();
@@ -110,8 +117,8 @@ class Compiler {
     std::string out = "( " + lit(v.is_array() ? "[" : "{") + W;
     bool first = true;
     for (auto it = v.begin(); it != v.end(); ++it, first = false) {
-      if (!first) out += W + lit(",") + W;
-      if (v.is_object()) out += lit(Json(it.key()).dump()) + W + lit(":") + W;
+      if (!first) out += comma_;
+      if (v.is_object()) out += lit(Json(it.key()).dump()) + colon_;
       out += value(*it);
     }
     return out + W + lit(v.is_array() ? "]" : "}") + " )";
@@ -485,15 +492,15 @@ class Compiler {
       if (K == 0) return "( \"[\"" + W + "\"]\" )";
       std::string rest;  // after all P prefix items
       if (K == P && !no_more && hi != P)
-        rest = " (" + W + "\",\"" + W + item + " ){" + std::to_string(std::max<int64_t>(lo - P, 0)) + "," +
+        rest = " (" + comma_ + item + " ){" + std::to_string(std::max<int64_t>(lo - P, 0)) + "," +
                (hi >= 0 ? std::to_string(hi - P) : "") + "}";
       std::string chain = prefix[size_t(K - 1)] + rest;  // from prefix item K-1 on
       for (int64_t i = K - 1; i-- > 0;)
-        chain = prefix[size_t(i)] + " (" + W + "\",\"" + W + chain + " )" + (i + 1 >= lo ? "?" : "");
+        chain = prefix[size_t(i)] + " (" + comma_ + chain + " )" + (i + 1 >= lo ? "?" : "");
       return "( \"[\"" + W + "( " + chain + " )" + (lo == 0 ? "?" : "") + W + "\"]\" )";
     }
     if (no_more || hi == 0) return "( \"[\"" + W + "\"]\" )";
-    const std::string more = "(" + W + "\",\"" + W + item + " ){" + std::to_string(lo > 0 ? lo - 1 : 0) + "," +
+    const std::string more = "(" + comma_ + item + " ){" + std::to_string(lo > 0 ? lo - 1 : 0) + "," +
                              (hi >= 0 ? std::to_string(hi - 1) : "") + "}";
     if (lo == 0) return "( \"[\"" + W + "( " + item + " " + more + W + ")? \"]\" )";
     return "( \"[\"" + W + item + " " + more + W + "\"]\" )";
@@ -514,7 +521,7 @@ class Compiler {
       for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
         const std::string v = rule_for(it.value(), ptr + "/properties/" + it.key());
         const std::string m = fresh("member");
-        text_ += m + " ::= " + lit(Json(it.key()).dump()) + W + "\":\"" + W + v + "\n";
+        text_ += m + " ::= " + lit(Json(it.key()).dump()) + colon_ + v + "\n";
         props.push_back({m, it.key()});
       }
     }
@@ -529,7 +536,7 @@ class Compiler {
       if (!(a.is_boolean() && !a.get<bool>())) {
         const std::string v = a.is_boolean() ? "jv" : rule_for(a, ptr + "/additionalProperties");
         extra = fresh("extra");
-        text_ += extra + " ::= jstr" + W + "\":\"" + W + v + "\n";
+        text_ += extra + " ::= jstr" + colon_ + v + "\n";
       }
     }
     // head_i: the members from i on when none was written yet; tail_i: after one was.
@@ -538,7 +545,7 @@ class Compiler {
     for (size_t i = 0; i <= n; ++i) head[i] = fresh("head"), tail[i] = fresh("tail");
     // With whitespace, a member's separator is ws "," ws; the object's ends are "{" ws and
     // ws "}".
-    const std::string sep = W + "\",\"" + W;
+    const std::string sep = comma_;
     text_ += tail[n] + " ::= " + (extra.empty() ? "\"\"" : "(" + sep + extra + " )*") + "\n";
     text_ += head[n] + " ::= " + (extra.empty() ? "\"\"" : "( " + extra + " (" + sep + extra + " )* )?") + "\n";
     for (size_t i = n; i-- > 0;) {
@@ -551,7 +558,9 @@ class Compiler {
   }
 
   const Json& root_;
-  std::string W = " ";  // between JSON tokens: " " (compact) or " ws "
+  std::string W = " ";  // inside brackets: " " (compact, json.dumps) or " ws "
+  std::string comma_ = " \",\" ";  // between members and items: W "," W, or ", " (json.dumps)
+  std::string colon_ = " \":\" ";  // between a key and its value: W ":" W, or ": " (json.dumps)
   Grammar g_;
   std::string text_;
   std::map<std::string, std::string> refs_;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "structured/json_schema.h"
 #include "structured/matcher.h"
 #include "structured/tool_grammar.h"
 #include "structured_vocab.h"
@@ -59,8 +60,7 @@ std::string block(const std::vector<std::string>& invokes) {
 
 TEST(ToolGrammar, TheEncodersBlocksAndNothingElse) {
   JsonWhitespace ws;
-  ws.compact = false;
-  ws.max_run = 1;
+  ws.python = true;  // as the server compiles tool calls
   const Grammar one = compile_tool_calls(spec(false, false), ws), many = compile_tool_calls(spec(true, false), ws);
   const std::string w = invoke("get_weather", {param("city", true, "Oslo, \"<Norway>\"\nnorth"), param("days", false, "3")});
   const std::string full = invoke("get_weather", {param("city", true, ""), param("unit", true, "celsius"), param("days", false, "7"),
@@ -87,13 +87,16 @@ TEST(ToolGrammar, TheEncodersBlocksAndNothingElse) {
       block({}),
   };
   for (const std::string& b : bad) EXPECT_FALSE(accepts(many, b)) << b;
-  // Python's spacing in JSON values is allowed (max_whitespace 1), two spaces are not.
-  const std::string spaced = invoke("get_weather", {param("city", true, "O"), param("days", false, "3"),
-                                                    param("rule", false, "{\"freq\": \"weekly\"}")});
-  EXPECT_TRUE(accepts(many, block({spaced})));
-  const std::string wide = invoke("get_weather", {param("city", true, "O"), param("days", false, "3"),
-                                                  param("rule", false, "{\"freq\":  \"weekly\"}")});
-  EXPECT_FALSE(accepts(many, block({wide})));
+  // JSON values exactly as Python's json.dumps writes them, which is what DeepSeek's encoder
+  // writes back when the call returns in the history: ": " and ", ", no other whitespace.
+  auto with_rule = [](const std::string& rule) {
+    return block({invoke("get_weather", {param("city", true, "O"), param("days", false, "3"), param("rule", false, rule)})});
+  };
+  EXPECT_TRUE(accepts(many, with_rule("{\"freq\": \"weekly\"}")));
+  for (const char* other : {"{\"freq\":\"weekly\"}", "{\"freq\":  \"weekly\"}", "{ \"freq\": \"weekly\"}",
+                            "{\"freq\": \"weekly\" }", "{\"freq\" : \"weekly\"}", "{\"freq\":\n\"weekly\"}",
+                            "{\"freq\":\t\"weekly\"}"})
+    EXPECT_FALSE(accepts(many, with_rule(other))) << other;
   // After the trigger "\n\n<｜DSML｜ calls" the grammar starts at '>'.
   const Grammar rest = compile_tool_calls(spec(true, true), ws);
   EXPECT_TRUE(accepts(rest, block({w}).substr(std::string("\n\n<｜DSML｜ calls").size())));
@@ -129,10 +132,15 @@ TEST(ToolGrammar, JsonLayoutOfTheDenseFamilies) {
                 {"call_close", "}\n</tool_call>"}, {"separator", "\n"}, {"tools", ojson::parse(kTools)},
                 {"parallel", true}, {"trigger", ""}};
   JsonWhitespace ws;
-  ws.compact = false;
-  ws.max_run = 1;
+  ws.python = true;
   const Grammar g = compile_tool_calls(spec.dump(), ws);
   const std::string w = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 3}}\n</tool_call>";
+  // The arguments as the template's tojson writes them back, and no other spacing.
+  for (const char* other : {"{\"city\":\"Oslo\",\"days\":3}", "{\"city\": \"Oslo\" , \"days\": 3}",
+                            "{\"city\": \"Oslo\",\n\"days\": 3}", "{ \"city\": \"Oslo\", \"days\": 3 }"})
+    EXPECT_FALSE(accepts(g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + std::string(other) +
+                                "}\n</tool_call>"))
+        << other;
   const std::string t = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
   EXPECT_TRUE(accepts(g, w));
   EXPECT_TRUE(accepts(g, w + "\n" + t));
@@ -147,6 +155,23 @@ TEST(ToolGrammar, JsonLayoutOfTheDenseFamilies) {
   EXPECT_FALSE(accepts(rest, w));
   spec["trigger"] = "{";
   EXPECT_THROW(compile_tool_calls(spec.dump(), ws), gannet::Error);
+}
+
+TEST(ToolGrammar, JsonDumpsLayoutAcrossFreeAndTypedValues) {
+  // The json.dumps layout holds inside values a schema leaves free (the shared JSON rules)
+  // as in typed ones: each accepted text is what Python writes for its document.
+  JsonWhitespace ws;
+  ws.python = true;
+  const std::string schema = R"({"type": "object", "properties": {"n": {"type": "array", "items": {"type": "integer"}},
+                                 "free": {}, "e": {"enum": [[1, 2], {"k": "v"}]}}, "required": ["n"]})";
+  const Grammar g = compile_json_schema(schema, ws);
+  for (const char* ok : {R"({"n": []})", R"({"n": [1, 2, 3]})", R"({"n": [1], "free": {"a": [null, true, {"b": 1.5}]}})",
+                         R"({"n": [], "free": [], "e": [1, 2]})", R"({"n": [], "e": {"k": "v"}})", R"({"n": [], "free": {}})"})
+    EXPECT_TRUE(accepts(g, ok)) << ok;
+  for (const char* bad : {R"({"n":[]})", R"({"n": [1,2]})", R"({"n": [ 1]})", R"({"n": [], "free": {"a":1}})",
+                          R"({"n": [], "free": [1 ,2]})", R"({"n": [], "e": [1,2]})", R"({"n": [], "e": {"k":"v"}})",
+                          R"( {"n": []})", R"({"n": []} )"})
+    EXPECT_FALSE(accepts(g, bad)) << bad;
 }
 
 }  // namespace
