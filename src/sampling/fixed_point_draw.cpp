@@ -193,7 +193,8 @@ uint64_t FixedPointDraw::kept_weights(const float* logits, const DrawFilters& f,
   const double inv_t = 1.0 / f.temperature;
   const bool top_k = f.top_k > 0 && f.top_k < vocab_;
   uint64_t total = 0;
-  for (int64_t i = 0; i < vocab_; ++i) total += (w[i] = fixed_point_weight(logits[i], m, inv_t));
+  kernels::fixed_point_weights(logits, vocab_, m, inv_t, -std::numeric_limits<double>::infinity(), w);
+  for (int64_t i = 0; i < vocab_; ++i) total += w[i];
   if (!top_k && f.top_p >= 1.0 && f.min_p <= 0.0) return total;
   // K: the first top_k ids by (logit desc, id asc); then the canonical order over K.
   int64_t n = 0;
@@ -284,13 +285,12 @@ int32_t FixedPointDraw::draw_bucketed(const float* logits, const DrawFilters& f,
   const int64_t v = vocab_;
   uint64_t* const weights = weights_.data();
   uint8_t* const buckets = bucket_of_.data();
+  kernels::fixed_point_weights(logits, v, m, inv_t, skip_below, weights);
   // Four interleaved histograms shorten the store-to-load chains on a popular bucket.
   uint64_t sums[4][kBuckets] = {};
   for (int64_t i = 0; i < v; ++i) {
-    const bool skip = (double(logits[i]) - double(m)) * inv_t < skip_below;
-    const uint64_t w = skip ? 0 : fixed_point_weight(logits[i], m, inv_t);
+    const uint64_t w = weights[i];
     const int b = bucket_of(w);
-    weights[i] = w;
     buckets[i] = uint8_t(b);
     sums[i & 3][b] += w;
   }

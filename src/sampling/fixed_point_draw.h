@@ -32,17 +32,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/fixed_point_weights.h"
+
 namespace gannet::sampling {
 
 inline constexpr int kWeightBits = 40;  // w of the most likely token = 2^kWeightBits
 inline constexpr int kTopPBits = 32;    // resolution of top_p
 
-// Fixed-point weight of a logit relative to the row max; inv_temperature = 1.0 / T.
-inline uint64_t fixed_point_weight(float logit, float max_logit, double inv_temperature) {
-  const double d = (double(logit) - double(max_logit)) * inv_temperature;
-  if (!(d >= -30.0)) return 0;  // exp(-30) * 2^40 ~ 0.10 rounds to 0 anyway; also -inf
-  return uint64_t(int64_t(std::exp(d) * 0x1p40 + 0.5));  // < 2^41: the signed conversion is exact and cheaper
-}
+// Fixed-point weight of a logit relative to the row max; inv_temperature = 1.0 / T. (The
+// kernel beside it computes a whole row's, with the same bits, in vector lanes.)
+using kernels::fixed_point_weight;
+static_assert(kernels::kFixedPointWeightBits == kWeightBits);
 
 struct DrawFilters {
   double temperature = 1.0;  // > 0

@@ -1,4 +1,5 @@
-// exp_f32, silu_mul, add, softmax, argmax, rmsnorm and RoPE: every ISA variant
+// exp_f32, silu_mul, add, softmax, argmax, rmsnorm, RoPE and the sampler's fixed-point
+// weights: every ISA variant
 // bit-identical to the scalar reference, and the reference close to double precision.
 // labels: exact
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include "core/dtype.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/exp.h"
+#include "kernels/cpu/fixed_point_weights.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/softmax.h"
@@ -87,6 +89,58 @@ TEST(KernelsExp, VariantsMatchScalar) {
     exp_n_isa(isa, x.data(), got.data(), int64_t(x.size()));
     EXPECT_TRUE(same_bits(ref, got)) << isa_name(isa);
   }
+}
+
+// The sampler's weights: the vector exp's results, and its fallback to libm where a weight
+// sits near a rounding boundary, give the reference's bits everywhere.
+TEST(KernelsFixedPointWeights, VariantsMatchTheReferenceEverywhere) {
+  std::mt19937_64 g(41);
+  std::vector<float> row(4099);
+  std::vector<uint64_t> want(row.size()), got(row.size());
+  const double inv_ts[] = {1.0, 1 / 0.7, 1 / 1.3, 1 / 0.05, 1 / 25.0};
+  const double skips[] = {-HUGE_VAL, std::log(0.01) - 1e-6, -0.5};
+  int64_t rows = 0;
+  for (int r = 0; r < 60; ++r) {
+    std::normal_distribution<float> normal(0.0f, r % 4 == 0 ? 0.05f : r % 4 == 1 ? 1.0f : r % 4 == 2 ? 6.0f : 40.0f);
+    for (float& x : row) x = normal(g);
+    row[size_t(g() % row.size())] = -INFINITY;
+    if (r % 5 == 0) row[size_t(g() % row.size())] = NAN;
+    float m = -INFINITY;
+    for (float x : row) m = x > m ? x : m;
+    for (double inv_t : inv_ts)
+      for (double skip : skips) {
+        fixed_point_weights_isa(Isa::kScalar, row.data(), int64_t(row.size()), m, inv_t, skip, want.data());
+        for (Isa isa : fast_isas()) {
+          std::fill(got.begin(), got.end(), ~uint64_t(0));
+          fixed_point_weights_isa(isa, row.data(), int64_t(row.size()), m, inv_t, skip, got.data());
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(uint64_t)), 0)
+              << isa_name(isa) << " row " << r << " inv_t " << inv_t << " skip " << skip;
+        }
+        ++rows;
+      }
+  }
+  // Exponents placed on the rounding boundaries: d = -inv_t with exp(d) 2^40 within a few
+  // ulps of w - 0.5, for weights across the range.
+  std::vector<float> ones(8, -1.0f);
+  std::vector<uint64_t> w8(8), r8(8);
+  int64_t boundaries = 0;
+  for (int b = 0; b < 41; ++b)
+    for (uint64_t wv : {uint64_t(1) << b, (uint64_t(1) << b) + 1, (uint64_t(3) << b) / 2 + 7}) {
+      if (wv < 1 || wv > (uint64_t(1) << 40)) continue;
+      const double d0 = std::log((double(wv) - 0.5) * 0x1p-40);
+      for (int step = -4; step <= 4; ++step) {
+        const double inv_t = -std::nextafter(d0, step < 0 ? -HUGE_VAL : HUGE_VAL) + step * 0x1p-52 * std::fabs(d0);
+        if (!(-inv_t >= -30.0) || inv_t <= 0) continue;
+        fixed_point_weights_isa(Isa::kScalar, ones.data(), 8, 0.0f, inv_t, -HUGE_VAL, r8.data());
+        for (Isa isa : fast_isas()) {
+          fixed_point_weights_isa(isa, ones.data(), 8, 0.0f, inv_t, -HUGE_VAL, w8.data());
+          ASSERT_EQ(w8, r8) << isa_name(isa) << " weight " << wv << " step " << step;
+        }
+        ++boundaries;
+      }
+    }
+  EXPECT_GT(rows, 800);
+  EXPECT_GT(boundaries, 500);
 }
 
 TEST(KernelsActivations, SiluMulMatchesReferenceAndDouble) {
