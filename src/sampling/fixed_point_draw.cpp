@@ -92,9 +92,64 @@ int64_t partition_canonical(Candidate* c, int64_t lo, int64_t hi, uint64_t* left
 // Partitions to depth 2 log2(n) + 8 before a range is given up on and sorted.
 int partition_budget(int64_t n) { return 2 * int(std::bit_width(uint64_t(n))) + 8; }
 
+// A large range of one bit-length bucket is first narrowed by the six weight bits after
+// the leading one (a key that falls with the weight, so its 64 classes are contiguous runs
+// of the canonical order): one pass sums each class, the search finds the class where it
+// ends, and one pass moves that class between those before it and those after it. What is
+// left for quickselect is about 1/64 of the bucket.
+constexpr int64_t kNarrowFrom = 512;
+
+int sub_key(uint64_t w, int shift) { return int((w >> shift) & 63); }
+
+// Rearranges c[0, n) (weights of one bit length) as [classes above s | class s | below s]
+// for the first class s, from the top, whose end satisfies ends_in(weight before it +
+// its weight); returns s's range [*a, *b) and the weight before it in *before_s. When no
+// class does, the range is empty at n.
+template <typename EndsIn>
+void narrow_to_class(Candidate* c, int64_t n, EndsIn ends_in, int64_t* a, int64_t* b, uint64_t* before_s) {
+  const int bits = int(std::bit_width(c[0].weight));
+  const int shift = bits > 7 ? bits - 7 : 0;
+  uint64_t sums[64] = {};
+  for (int64_t j = 0; j < n; ++j) sums[sub_key(c[j].weight, shift)] += c[j].weight;
+  uint64_t cum = 0;
+  int s = -1;
+  for (int k = 63; k >= 0; --k) {
+    if (ends_in(cum + sums[k])) {
+      s = k;
+      break;
+    }
+    cum += sums[k];
+  }
+  *before_s = cum;
+  if (s < 0) {
+    *a = *b = n;
+    return;
+  }
+  // Three-way partition by class: above s first, then s, then below.
+  int64_t lo = 0, mid = 0, hi = n;
+  while (mid < hi) {
+    const int k = sub_key(c[mid].weight, shift);
+    if (k > s) std::swap(c[lo++], c[mid++]);
+    else if (k == s) ++mid;
+    else std::swap(c[mid], c[--hi]);
+  }
+  *a = lo;
+  *b = hi;
+}
+
 // The draw: the candidate of c[0, n) (canonical order) whose inclusive cumulative weight,
 // counted from `before`, first exceeds t; as pick() on the sorted range.
 int32_t select_weighted(Candidate* c, int64_t n, uint64_t before, uint64_t t) {
+  if (n >= kNarrowFrom) {
+    int64_t a = 0, b = 0;
+    uint64_t above = 0;
+    narrow_to_class(c, n, [&](uint64_t cum) { return t < before + cum; }, &a, &b, &above);
+    if (a < b) {
+      c += a;
+      n = b - a;
+      before += above;
+    }
+  }
   int64_t lo = 0, hi = n;
   for (int budget = partition_budget(n); hi - lo > kSmallRange && budget > 0; --budget) {
     uint64_t left = 0;
@@ -119,6 +174,16 @@ int64_t select_top_p(Candidate* c, int64_t n, uint64_t before, u128 target) {
   // order and is 0 only for the very first one, which top_p_keep() always keeps.
   auto kept = [target](uint64_t cum) { return cum == 0 || (u128(cum) << kTopPBits) < target; };
   int64_t lo = 0, hi = n;
+  if (n >= kNarrowFrom) {
+    // The cut lies in the first class after which the weight so far reaches the target:
+    // every candidate above it is kept, every one below it is not.
+    int64_t a = 0, b = 0;
+    uint64_t above = 0;
+    narrow_to_class(c, n, [&](uint64_t cum) { return !((u128(before + cum) << kTopPBits) < target); }, &a, &b, &above);
+    lo = a;
+    hi = b;
+    before += above;
+  }
   for (int budget = partition_budget(n); hi - lo > kSmallRange && budget > 0; --budget) {
     uint64_t left = 0;
     const int64_t p = partition_canonical(c, lo, hi, &left);
@@ -130,7 +195,7 @@ int64_t select_top_p(Candidate* c, int64_t n, uint64_t before, u128 target) {
     }
   }
   std::sort(c + lo, c + hi, canonical_before);
-  return lo + top_p_keep(c + lo, hi - lo, before, target);
+  return lo + top_p_keep(c + lo, hi - lo, before, target);  // its first-candidate rule: before is 0 only at c[0]
 }
 
 // Min-p over c[0, n): those with weight >= min_weight, moved to the front; their count.
@@ -258,13 +323,22 @@ int32_t FixedPointDraw::draw_top_k(const float* logits, const DrawFilters& f, ui
 }
 
 int64_t FixedPointDraw::gather_bucket(const float* logits, int bucket) {
-  const uint8_t* begin = bucket_of_.data();
-  const uint8_t* end = begin + vocab_;
-  int64_t n = 0;
-  for (const uint8_t* at = begin; (at = static_cast<const uint8_t*>(std::memchr(at, bucket, size_t(end - at)))); ++at) {
-    const int64_t i = at - begin;
-    cand_[size_t(n++)] = {weights_[size_t(i)], logits[i], int32_t(i)};
+  const uint8_t* bk = bucket_of_.data();
+  Candidate* out = cand_.data();
+  int64_t n = 0, i = 0;
+#if defined(__SSE2__)
+  // Sixteen bucket bytes per compare; each match's id from the mask.
+  const __m128i want = _mm_set1_epi8(char(bucket));
+  for (; i + 16 <= vocab_; i += 16) {
+    unsigned mask = unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bk + i)), want)));
+    for (; mask; mask &= mask - 1) {
+      const int64_t id = i + std::countr_zero(mask);
+      out[n++] = {weights_[size_t(id)], logits[id], int32_t(id)};
+    }
   }
+#endif
+  for (; i < vocab_; ++i)
+    if (bk[i] == bucket) out[n++] = {weights_[size_t(i)], logits[i], int32_t(i)};
   return n;
 }
 

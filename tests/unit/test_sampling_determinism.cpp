@@ -170,6 +170,38 @@ TEST(SamplingDeterminism, DrawsAndTopPCutsOnExactBoundaries) {
   }
 }
 
+TEST(SamplingDeterminism, DrawsAndTopPCutsOnWeightClassBoundaries) {
+  // One token of weight 2^40, then 600 of one weight and 600 of a lower one in the same
+  // bit-length bucket but different classes of its next six bits: the draw narrows a large
+  // bucket to a class before quickselect, so t placed exactly where one class ends and the
+  // next begins (and top-p cuts either side of it) must land as the sorted walk says.
+  std::vector<float> l(1201);
+  l[0] = 0.0f;
+  for (int i = 1; i <= 600; ++i) l[size_t(i)] = float(std::log(0.9));
+  for (int i = 601; i <= 1200; ++i) l[size_t(i)] = float(std::log(0.6));
+  FixedPointDraw draw(int64_t(l.size()));
+  const uint64_t w0 = fixed_point_weight(l[0], 0.0f, 1.0), w9 = fixed_point_weight(l[1], 0.0f, 1.0),
+                 w6 = fixed_point_weight(l[601], 0.0f, 1.0);
+  ASSERT_EQ(std::bit_width(w9), std::bit_width(w6));
+  const uint64_t total = w0 + 600 * w9 + 600 * w6;
+  auto r_for = [total](uint64_t t) { return uint64_t(((u128(t) << 64) + total - 1) / total); };
+  const DrawFilters plain{1.0, 0, 1.0, 0.0};
+  for (uint64_t edge : {w0, w0 + 600 * w9, w0 + 300 * w9, w0 + 600 * w9 + 300 * w6})
+    for (int64_t delta : {-1, 0, 1}) {
+      const uint64_t t = edge + uint64_t(delta);
+      const uint64_t r = r_for(t);
+      ASSERT_EQ(uint64_t((u128(r) * total) >> 64), t);
+      ASSERT_EQ(draw.draw(l.data(), plain, r), reference_draw(l, plain, r)) << "t = edge " << edge << " + " << delta;
+    }
+  for (uint64_t cum : {w0 + 600 * w9, w0 + 599 * w9, w0 + 600 * w9 + w6})
+    for (int64_t dp : {-1, 0, 1}) {
+      const uint64_t P = uint64_t((u128(cum) << 32) / total) + uint64_t(dp);
+      const DrawFilters f{1.0, 0, double(P) * 0x1p-32, 0.0};
+      for (uint64_t r : {~uint64_t(0), uint64_t(0), r_for(cum - 1)})
+        ASSERT_EQ(draw.draw(l.data(), f, r), reference_draw(l, f, r)) << "cut near " << cum << " P " << P;
+    }
+}
+
 struct Row {
   std::vector<float> logits;
   SamplingParams params;
