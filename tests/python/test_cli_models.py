@@ -323,6 +323,22 @@ def test_quantized_checkpoints_and_load_time_quantization(gannet, tmp_path):
     assert p.returncode == 2 and "--dtype must be" in p.stderr
 
 
+def test_automatic_kv_budget_and_its_environment_variable(tiny_models):
+    """Without --kv-cache-memory or GANNET_KV_CACHE_MEMORY the budget holds max_num_seqs full
+    contexts (within 40 % of free memory, far more than this needs); the variable sets it.
+    (The suite itself runs with GANNET_KV_CACHE_MEMORY=64MiB: tests/CMakeLists.txt.)"""
+    m = str(tiny_models["llama"])
+    args = [gannet_bin(), "generate", "--model", m, "--prompt", "hi", "--max-tokens", "1", "--max-num-seqs", "4"]
+    env = {k: v for k, v in os.environ.items() if k != "GANNET_KV_CACHE_MEMORY"}
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    # llama tiny: 2 layers x (K, V) x 2 heads x 16 dims x 4 bytes = 512 bytes a token.
+    assert "kv_cache_memory=auto" in p.stderr and "KV cache 8.0 MiB" in p.stderr, p.stderr
+    assert "4.00 sequences of the full context (4096 tokens) fit at once" in p.stderr, p.stderr
+    p = subprocess.run(args, capture_output=True, text=True, env=dict(env, GANNET_KV_CACHE_MEMORY="2MiB"), timeout=120)
+    assert p.returncode == 0 and "KV cache 2.0 MiB" in p.stderr, p.stderr
+
+
 def test_kv_cache_dtype_flag(gannet, tiny_models):
     """--kv-cache-dtype bf16 halves a dense model's KV bytes per block; bad values are refused."""
     m = str(tiny_models["llama"])
