@@ -11,7 +11,7 @@
 
 namespace gannet::tokenizer {
 
-nlohmann::json read_json_file(const std::string& path) {
+std::string read_file_bytes(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail(path, ": is a directory, expected a JSON file");
   std::ifstream in(path, std::ios::binary);
@@ -19,12 +19,18 @@ nlohmann::json read_json_file(const std::string& path) {
   std::ostringstream buf;
   buf << in.rdbuf();
   if (in.bad()) fail(path, ": read error");
+  return std::move(buf).str();
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& path) {
   try {
-    return nlohmann::json::parse(buf.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": invalid JSON: ", e.what());
   }
 }
+
+nlohmann::json read_json_file(const std::string& path) { return parse_json_text(read_file_bytes(path), path); }
 
 bool file_exists(const std::string& path) {
   std::error_code ec;

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "tokenizer/token_id.h"
 
 namespace gannet::tokenizer {
@@ -58,6 +60,9 @@ class Tokenizer {
 
  private:
   struct State;  // defined in tokenizer_state.h
+
+  // Everything tokenizer.json states (from_json_file adds the special tokens beside it).
+  static std::shared_ptr<State> parse_state(const nlohmann::json& j, const std::string& path);
 
   explicit Tokenizer(std::shared_ptr<const State> state) : state_(std::move(state)) {}
   void encode_segment(std::string_view text, std::vector<TokenId>& ids) const;

@@ -1,6 +1,9 @@
 // Building a Tokenizer from tokenizer.json and the special-token files beside it.
 #include <algorithm>
 #include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -138,8 +141,68 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
   return from_json_file(join_path(dir, "tokenizer.json"));
 }
 
+namespace {
+
+// The state most recently built from a tokenizer.json, keyed by the file's bytes: engines,
+// tests and the Python API often load one tokenizer many times in a process, and parsing
+// a 129k vocabulary with its merges takes a third of a second. A hit compares every byte,
+// so it is exactly the state a fresh parse would build; the files beside tokenizer.json
+// (special tokens) are read again each time and a state whose special tokens differ is a
+// copy with them replaced.
+struct ParsedTokenizer {
+  std::string text;
+  std::optional<Tokenizer> tok;  // its special tokens: those of the first directory read
+  json post_processor;
+};
+std::mutex g_parsed_mu;
+std::shared_ptr<const ParsedTokenizer> g_parsed;
+
+bool same_special(const SpecialTokens& a, const SpecialTokens& b) {
+  return a.bos == b.bos && a.eos == b.eos && a.add_bos == b.add_bos;
+}
+
+}  // namespace
+
 Tokenizer Tokenizer::from_json_file(const std::string& path) {
-  json j = read_json_file(path);
+  std::string text = read_file_bytes(path);
+  std::shared_ptr<const ParsedTokenizer> parsed;
+  {
+    std::lock_guard lock(g_parsed_mu);
+    if (g_parsed && g_parsed->text == text) parsed = g_parsed;
+  }
+  // Special tokens from the files beside it, looked up in the parsed vocabulary.
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  auto special_of = [&dir](const Tokenizer& tok, const State& s, const json& post_processor, bool* add_bos) {
+    SpecialTokens special = read_special_tokens(
+        dir, [&tok](std::string_view t) { return tok.token_to_id(t); }, s.token_bytes.size());
+    *add_bos = special.add_bos.value_or(template_starts_with(post_processor, special.bos, tok));
+    return special;
+  };
+  if (!parsed) {
+    const json j = parse_json_text(text, path);
+    std::shared_ptr<State> state = parse_state(j, path);
+    const Tokenizer tok(state);
+    auto fresh = std::make_shared<ParsedTokenizer>();
+    fresh->post_processor = field(j, "post_processor");
+    state->special_tokens = special_of(tok, *state, fresh->post_processor, &state->add_bos);
+    fresh->tok = tok;
+    fresh->text = std::move(text);
+    std::lock_guard lock(g_parsed_mu);
+    g_parsed = std::move(fresh);
+    return tok;
+  }
+  const Tokenizer& parsed_tok = *parsed->tok;
+  const State& ps = *parsed_tok.state_;
+  bool add_bos = false;
+  SpecialTokens special = special_of(parsed_tok, ps, parsed->post_processor, &add_bos);
+  if (same_special(ps.special_tokens, special) && ps.add_bos == add_bos) return parsed_tok;
+  auto state = std::make_shared<State>(ps);
+  state->special_tokens = std::move(special);
+  state->add_bos = add_bos;
+  return Tokenizer(std::move(state));
+}
+
+std::shared_ptr<Tokenizer::State> Tokenizer::parse_state(const nlohmann::json& j, const std::string& path) {
   auto state = std::make_shared<State>();
   State& s = *state;
   try {
@@ -181,13 +244,7 @@ Tokenizer Tokenizer::from_json_file(const std::string& path) {
     fail(path, ": ", e.what());
   }
 
-  Tokenizer tok(state);
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  s.special_tokens = read_special_tokens(
-      dir, [&tok](std::string_view t) { return tok.token_to_id(t); }, s.token_bytes.size());
-  s.add_bos = s.special_tokens.add_bos.value_or(
-      template_starts_with(field(j, "post_processor"), s.special_tokens.bos, tok));
-  return tok;
+  return state;  // special_tokens and add_bos: from_json_file sets them
 }
 
 }  // namespace gannet::tokenizer

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "tokenizer/incremental_detokenizer.h"
@@ -233,6 +234,59 @@ TEST(TokenizerDeepSeek, LongRepetitiveInputRoundTrips) {
   std::vector<TokenId> ids = deepseek().encode(text);
   EXPECT_EQ(deepseek().decode(ids), text);
 }
+
+// A process reuses the tokenizer it parsed last when tokenizer.json's bytes are the same:
+// the special tokens still come from each directory's own files, and a changed
+// tokenizer.json at the same path is parsed afresh.
+TEST(TokenizerDeepSeek, ReusedParseKeepsEachDirectorysSpecialTokensAndSeesChanges) {
+  namespace fs = std::filesystem;
+  const fs::path src = fs::path(source_dir()) / "assets" / "tokenizers" / "deepseek-v3";
+  const fs::path base = fs::temp_directory_path() / ("gannet_tok_reuse_" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  const fs::path a = base / "a", b = base / "b";
+  fs::create_directories(a);
+  fs::create_directories(b);
+  fs::copy_file(src / "tokenizer.json", a / "tokenizer.json");
+  fs::copy_file(src / "tokenizer.json", b / "tokenizer.json");
+  auto write = [](const fs::path& p, const std::string& text) { std::ofstream(p) << text; };
+  write(a / "tokenizer_config.json", R"({"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>", "add_bos_token": true})");
+  write(b / "tokenizer_config.json", R"({"add_bos_token": false})");
+  write(b / "config.json", R"({"eos_token_id": [7, 9]})");
+  const Tokenizer ta = Tokenizer::from_dir(a.string());
+  const Tokenizer tb = Tokenizer::from_dir(b.string());
+  const Tokenizer ta2 = Tokenizer::from_dir(a.string());
+  EXPECT_EQ(ta.bos_id(), std::optional<TokenId>(0));
+  EXPECT_EQ(ta.eos_ids(), std::vector<TokenId>({1}));
+  EXPECT_TRUE(ta.add_bos());
+  EXPECT_EQ(tb.bos_id(), std::nullopt);
+  EXPECT_EQ(tb.eos_ids(), std::vector<TokenId>({7, 9}));
+  EXPECT_FALSE(tb.add_bos());
+  EXPECT_EQ(ta2.eos_ids(), ta.eos_ids());
+  EXPECT_TRUE(ta2.add_bos());
+  EXPECT_EQ(ta.encode("Hello, world!"), tb.encode("Hello, world!"));
+  // Change the file in place: a vocabulary entry renamed is seen by the next load.
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(a / "tokenizer.json"));
+  const std::string word = "Hello";
+  ASSERT_TRUE(j["model"]["vocab"].contains(word));
+  const TokenId id = ta.token_to_id(word).value();
+  j["model"]["vocab"].erase(word);
+  j["model"]["vocab"]["Hellx"] = id;
+  nlohmann::json merges = nlohmann::json::array();
+  for (const auto& m : j["model"]["merges"]) {  // drop the merges that make or use "Hello"
+    const std::string s = m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>();
+    const size_t sp = s.find(' ');
+    if (s.substr(0, sp) + s.substr(sp + 1) == word || s.substr(0, sp) == word || s.substr(sp + 1) == word) continue;
+    merges.push_back(m);
+  }
+  j["model"]["merges"] = merges;
+  std::ofstream(a / "tokenizer.json") << j.dump();
+  const Tokenizer changed = Tokenizer::from_dir(a.string());
+  EXPECT_FALSE(changed.token_to_id(word).has_value());
+  EXPECT_EQ(changed.token_to_id("Hellx"), std::optional<TokenId>(id));
+  EXPECT_EQ(ta.token_to_id(word), std::optional<TokenId>(id));  // the handle loaded before is unchanged
+  fs::remove_all(base);
+}
+
 
 }  // namespace
 }  // namespace gannet::tokenizer
