@@ -1,7 +1,6 @@
 #include "sampling/fixed_point_draw.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 #if defined(__SSE2__)

@@ -18,6 +18,8 @@ struct SpecialTokens {
   std::optional<TokenId> bos;
   std::vector<TokenId> eos;     // every id that ends generation, without repeats
   std::optional<bool> add_bos;  // tokenizer_config's add_bos_token, when it states one
+
+  bool operator==(const SpecialTokens&) const = default;
 };
 
 using TokenLookup = std::function<std::optional<TokenId>(std::string_view)>;

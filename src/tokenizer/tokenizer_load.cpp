@@ -157,10 +157,6 @@ struct ParsedTokenizer {
 std::mutex g_parsed_mu;
 std::shared_ptr<const ParsedTokenizer> g_parsed;
 
-bool same_special(const SpecialTokens& a, const SpecialTokens& b) {
-  return a.bos == b.bos && a.eos == b.eos && a.add_bos == b.add_bos;
-}
-
 }  // namespace
 
 Tokenizer Tokenizer::from_json_file(const std::string& path) {
@@ -195,7 +191,7 @@ Tokenizer Tokenizer::from_json_file(const std::string& path) {
   const State& ps = *parsed_tok.state_;
   bool add_bos = false;
   SpecialTokens special = special_of(parsed_tok, ps, parsed->post_processor, &add_bos);
-  if (same_special(ps.special_tokens, special) && ps.add_bos == add_bos) return parsed_tok;
+  if (ps.special_tokens == special && ps.add_bos == add_bos) return parsed_tok;
   auto state = std::make_shared<State>(ps);
   state->special_tokens = std::move(special);
   state->add_bos = add_bos;
