@@ -70,6 +70,14 @@ TEST(SamplingParams, RejectsEachBadFieldByName) {
   expect_rejected([](SamplingParams& p) { p.logprobs = -1; }, {"logprobs", "[0, 20]", "got -1"});
   expect_rejected([](SamplingParams& p) { p.logprobs = 21; }, {"logprobs", "got 21"});
   expect_rejected([](SamplingParams& p) { p.prompt_logprobs = 21; }, {"prompt_logprobs", "got 21"});
+  // Tool-call values take json.dumps's layout, so a whitespace allowance is refused by name.
+  expect_rejected(
+      [](SamplingParams& p) {
+        p.structured.kind = StructuredOutput::Kind::kToolCalls;
+        p.structured.spec = "{}";
+        p.structured.max_whitespace = 1;
+      },
+      {"max_whitespace", "tool_calls", "json.dumps"});
 }
 
 TEST(SamplingParams, AcceptsTheEdgesOfEachRange) {
