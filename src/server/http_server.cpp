@@ -469,9 +469,7 @@ std::optional<ApiError> Server::prepare_chat(ChatRequest& cr, PreparedChat& out)
       so.spec = tg->spec;
       so.trigger = tg->trigger;
       try {  // a schema the grammar cannot take is the request's fault: say so now
-        structured::JsonWhitespace ws;
-        ws.python = true;  // JSON values as Python's json.dumps writes them (", " and ": ")
-        (void)structured::compile_tool_calls(so.spec, ws);
+        (void)structured::compile_tool_calls(so.spec);
       } catch (const Error& e) {
         return bad_request(std::string("'tools': ") + e.what(), "tools");
       }

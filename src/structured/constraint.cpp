@@ -16,13 +16,12 @@ std::shared_ptr<const Grammar> compile_structured(const StructuredOutput& so) {
   JsonWhitespace ws;
   ws.compact = so.max_whitespace == 0;
   ws.max_run = std::max(1, so.max_whitespace);
-  ws.python = so.kind == StructuredOutput::Kind::kToolCalls;
   switch (so.kind) {
     case K::kJsonSchema: return std::make_shared<const Grammar>(compile_json_schema(so.spec, ws));
     case K::kRegex: return std::make_shared<const Grammar>(parse_regex(so.spec));
     case K::kGrammar: return std::make_shared<const Grammar>(parse_gbnf(so.spec));
     case K::kJsonObject: return std::make_shared<const Grammar>(json_grammar(ws, /*object_at_top=*/true));
-    case K::kToolCalls: return std::make_shared<const Grammar>(compile_tool_calls(so.spec, ws));
+    case K::kToolCalls: return std::make_shared<const Grammar>(compile_tool_calls(so.spec));
     case K::kNone: break;
   }
   fail("structured output: no kind given");

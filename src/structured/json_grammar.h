@@ -13,9 +13,10 @@ namespace gannet::structured {
 struct JsonWhitespace {
   bool compact = true;      // no whitespace anywhere
   int max_run = 2;          // otherwise: up to this many of space, \t, \n, \r between tokens
-  // Python's json.dumps layout instead (compile_json_schema only): one space after each
-  // ',' and ':' and none anywhere else, so that a value the model writes is the text a
-  // chat template that re-renders it with json.dumps / tojson writes back.
+  // Python's json.dumps layout instead (compile_json_schema only; tool-call grammars always
+  // use it): one space after each ',' and ':' and none anywhere else, so that a value the
+  // model writes is the text a chat template that re-renders it with json.dumps / tojson
+  // writes back.
   bool python = false;
 };
 

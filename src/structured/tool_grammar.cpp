@@ -143,7 +143,11 @@ Grammar compile_json_calls(const ojson& spec, const JsonWhitespace& ws) {
 
 }  // namespace
 
-Grammar compile_tool_calls(const std::string& spec_json, const JsonWhitespace& ws) {
+Grammar compile_tool_calls(const std::string& spec_json) {
+  // Values as Python's json.dumps writes them: the templates render a returned call's
+  // arguments that way, so what the model wrote is what its next prompt holds.
+  JsonWhitespace ws;
+  ws.python = true;
   const ojson spec = ojson::parse(spec_json, nullptr, false);
   if (spec.is_discarded() || !spec.is_object()) fail("tool-call grammar: the spec is not a JSON object");
   if (spec.value("layout", std::string("dsml")) == "json") {

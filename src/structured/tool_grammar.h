@@ -37,7 +37,9 @@
 
 namespace gannet::structured {
 
+// JSON values take Python's json.dumps layout (", " and ": ", no other whitespace), the
+// text the chat templates write back when the call returns in the next turn's history.
 // Throws gannet::Error naming the tool and property of a schema it cannot compile.
-Grammar compile_tool_calls(const std::string& spec_json, const JsonWhitespace& ws = {});
+Grammar compile_tool_calls(const std::string& spec_json);
 
 }  // namespace gannet::structured

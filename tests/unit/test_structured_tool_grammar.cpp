@@ -59,9 +59,7 @@ std::string block(const std::vector<std::string>& invokes) {
 }
 
 TEST(ToolGrammar, TheEncodersBlocksAndNothingElse) {
-  JsonWhitespace ws;
-  ws.python = true;  // as the server compiles tool calls
-  const Grammar one = compile_tool_calls(spec(false, false), ws), many = compile_tool_calls(spec(true, false), ws);
+  const Grammar one = compile_tool_calls(spec(false, false)), many = compile_tool_calls(spec(true, false));
   const std::string w = invoke("get_weather", {param("city", true, "Oslo, \"<Norway>\"\nnorth"), param("days", false, "3")});
   const std::string full = invoke("get_weather", {param("city", true, ""), param("unit", true, "celsius"), param("days", false, "7"),
                                                   param("code", false, "\"ab\""), param("rule", false, "{\"freq\": \"daily\"}")});
@@ -98,7 +96,7 @@ TEST(ToolGrammar, TheEncodersBlocksAndNothingElse) {
                             "{\"freq\":\t\"weekly\"}"})
     EXPECT_FALSE(accepts(many, with_rule(other))) << other;
   // After the trigger "\n\n<｜DSML｜ calls" the grammar starts at '>'.
-  const Grammar rest = compile_tool_calls(spec(true, true), ws);
+  const Grammar rest = compile_tool_calls(spec(true, true));
   EXPECT_TRUE(accepts(rest, block({w}).substr(std::string("\n\n<｜DSML｜ calls").size())));
   EXPECT_FALSE(accepts(rest, block({w})));
 }
@@ -131,9 +129,7 @@ TEST(ToolGrammar, JsonLayoutOfTheDenseFamilies) {
                 {"call_open", "<tool_call>\n{\"name\": \""}, {"call_mid", "\", \"arguments\": "},
                 {"call_close", "}\n</tool_call>"}, {"separator", "\n"}, {"tools", ojson::parse(kTools)},
                 {"parallel", true}, {"trigger", ""}};
-  JsonWhitespace ws;
-  ws.python = true;
-  const Grammar g = compile_tool_calls(spec.dump(), ws);
+  const Grammar g = compile_tool_calls(spec.dump());
   const std::string w = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 3}}\n</tool_call>";
   // The arguments as the template's tojson writes them back, and no other spacing.
   for (const char* other : {"{\"city\":\"Oslo\",\"days\":3}", "{\"city\": \"Oslo\" , \"days\": 3}",
@@ -148,13 +144,13 @@ TEST(ToolGrammar, JsonLayoutOfTheDenseFamilies) {
   EXPECT_FALSE(accepts(g, "<tool_call>\n{\"name\": \"get_now\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(accepts(g, "Sure. " + w));
   spec["parallel"] = false;
-  EXPECT_FALSE(accepts(compile_tool_calls(spec.dump(), ws), w + "\n" + t));
+  EXPECT_FALSE(accepts(compile_tool_calls(spec.dump()), w + "\n" + t));
   spec["trigger"] = "<tool_call>";  // under "auto": the grammar starts after the marker
-  const Grammar rest = compile_tool_calls(spec.dump(), ws);
+  const Grammar rest = compile_tool_calls(spec.dump());
   EXPECT_TRUE(accepts(rest, w.substr(std::string("<tool_call>").size())));
   EXPECT_FALSE(accepts(rest, w));
   spec["trigger"] = "{";
-  EXPECT_THROW(compile_tool_calls(spec.dump(), ws), gannet::Error);
+  EXPECT_THROW(compile_tool_calls(spec.dump()), gannet::Error);
 }
 
 TEST(ToolGrammar, JsonDumpsLayoutAcrossFreeAndTypedValues) {
