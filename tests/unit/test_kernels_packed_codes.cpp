@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -139,6 +140,16 @@ TEST(KernelsPackedCodes, EveryMxfp4CodeAndScale) {
   // loop), with the NaN-scale rows in some tiles of 3 rows and not in others.
   w.k = k_whole;
   check_all_isas(w, "mxfp4 whole blocks");
+  // Every row above holds a NaN scale, so each of its outputs is NaN whatever the codes
+  // decode to. One scale code at a time instead: in whole odd rows, and in one block of
+  // each even row among ordinary scales, so only the rows holding 253-255 overflow or
+  // are NaN and every other output checks the decoded values' bits.
+  const int64_t sc = k_whole / 32;
+  for (int code : {0, 1, 2, 100, 127, 200, 252, 253, 254, 255}) {
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t b = 0; b < sc; ++b) scales[size_t(r * sc + b)] = uint8_t(r % 2 || b == r / 2 % sc ? code : 127);
+    check_all_isas(w, "mxfp4 whole blocks, scale code " + std::to_string(code));
+  }
 }
 
 // FP8 with E8M0 scales at one x row: the AVX2 GEMV folds the power-of-two scale (times
