@@ -1,11 +1,17 @@
 #include "core/thread_pool.h"
 
+#include <chrono>
 #include <memory>
 
 #include "core/cpu_budget.h"
 #include "core/error.h"
 
 namespace gannet {
+
+namespace {
+// How long an idle worker keeps yielding before it sleeps (see worker()).
+constexpr int64_t kYieldMicros = 1000;
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
   if (n_threads < 1) fail("thread count must be >= 1, got ", n_threads);
@@ -44,12 +50,22 @@ void ThreadPool::run_range(int index) {
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    // Spin briefly (tens of microseconds): decode issues many short loops back to back,
-    // but on a busy machine a spinning thread steals the core from the one it waits for.
+    // Spin briefly (tens of microseconds), then yield the core for a while before
+    // sleeping: a decode step issues ~100 short loops with serial work between them
+    // (attention, routing, norms) that often outlasts the spin, and waking a sleeping
+    // thread costs tens of microseconds each time. Yielding rather than spinning on lets
+    // another runnable thread have the core on a busy machine.
     uint64_t g = generation_.load(std::memory_order_acquire);
     for (int spin = 0; g == seen && spin < 2000; ++spin) {
       __builtin_ia32_pause();
       g = generation_.load(std::memory_order_acquire);
+    }
+    if (g == seen) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kYieldMicros);
+      while (g == seen && std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();
+        g = generation_.load(std::memory_order_acquire);
+      }
     }
     if (g == seen) {
       std::unique_lock<std::mutex> lock(mu_);
