@@ -510,10 +510,9 @@ inline bool fast_gemv_for(const PackedWeight& w, Fast* d, bool few = false) {
   }
 }
 
-template <Fast D>
-constexpr int fast_nr() {
-  return 4;
-}
+// w rows side by side in the one-row fast GEMV (8 accumulators; MXFP4 too, now that its
+// block decode needs no per-row scale or sign registers).
+constexpr int kFastNr = 4;
 
 // w rows [n0, n1) times MR x rows (rows k apart, in D's lanes).
 // ---- FP8 at one x row with E8M0 (power-of-two) scales: the scale folded into x ----
@@ -611,8 +610,8 @@ void fast_rows(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, fl
 // fast_rows by gemv_fast alone.
 template <Fast D, int MR>
 void gemv_fast_rows(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  // 16 ymm registers: one row, fast_nr's tiles; a few rows, 2 * MR * NR accumulators <= 10.
-  constexpr int nr = MR == 1 ? fast_nr<D>() : MR == 2 ? 2 : 1;
+  // 16 ymm registers: one row, kFastNr's tiles; a few rows, 2 * MR * NR accumulators <= 10.
+  constexpr int nr = MR == 1 ? kFastNr : MR == 2 ? 2 : 1;
   for (int64_t j = n0; j < n1; j += nr) gemv_fast<D, MR, nr>(x, w, j, std::min<int64_t>(nr, n1 - j), y + j, ldy);
 }
 
