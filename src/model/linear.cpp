@@ -65,7 +65,7 @@ void Linear::quantize(io::WeightQuantization::Method m, const std::string& name)
     switch (m) {
       case io::WeightQuantization::Method::kNone: return;
       case io::WeightQuantization::Method::kInt8Row: q = kernels::quantize_int8_row(src.n, src.k, row); break;
-      case io::WeightQuantization::Method::kFp8Block: q = kernels::quantize_fp8_block(src.n, src.k, 128, row); break;
+      case io::WeightQuantization::Method::kFp8Block: q = kernels::quantize_fp8_block(src.n, src.k, 128, row, kernels::Fp8Scales::kPow2); break;
     }
   } catch (const Error& e) {
     fail("--quantize ", io::quant_method_name(m), ": tensor '", name, "': ", e.what());

@@ -152,7 +152,7 @@ TEST(KernelsPackedCodes, EveryMxfp4CodeAndScale) {
   }
 }
 
-// FP8 with E8M0 scales at one x row: the AVX2 GEMV folds the power-of-two scale (times
+// FP8 with power-of-two scales (E8M0 or f32) at one x row: the AVX2 GEMV folds the scale (times
 // 2^120) into x where x times it stays finite and every code's value * s is exact. x that
 // overflows, infinities and NaN must take the unfolded route and give the reference's
 // bits; a row of tiny x makes products in the subnormal range, where any lost bit would
@@ -165,19 +165,28 @@ TEST(KernelsPackedCodes, Fp8ScalesFoldedIntoXKeepTheBits) {
     if ((codes[i] & 0x7f) == 0x7f) codes[i] = 0x7e;
   }
   const int64_t sr = 3, sc = k / 32;
-  for (int scale_code : {100, 127, 134, 9, 10, 246}) {
+  // f32 scales fold where they are powers of two: the same codes as f32 values, then
+  // (scale_code 0 below) a block of 1.5, a negative scale and a zero one, which must not.
+  for (bool e8m0 : {true, false})
+  for (int scale_code : {100, 127, 134, 9, 10, 246, 0}) {
+    if (e8m0 && scale_code == 0) continue;
     std::vector<uint8_t> s8(size_t(sr * sc), uint8_t(scale_code));
     s8[1] = 127;  // one ordinary block among them
+    std::vector<float> s32(s8.size());
+    for (size_t i = 0; i < s8.size(); ++i) s32[i] = kE8m0Values[s8[i]];
+    if (scale_code == 0) s32[0] = 1.5f, s32[2] = -1.0f, s32[sc + 3] = 0.0f, s32[2 * sc] = 0x1p-3f;
     PackedWeight w;
     w.format = WeightFormat::kFp8Block;
     w.n = n;
     w.k = k;
     w.block_n = w.block_k = 32;
-    w.scale_dtype = DType::F8_E8M0;
-    w.scales = s8.data();
+    w.scale_dtype = e8m0 ? DType::F8_E8M0 : DType::F32;
+    w.scales = e8m0 ? static_cast<const void*>(s8.data()) : s32.data();
     w.data = codes.data();
     w.scan_codes();
-    ASSERT_EQ(w.fp8_plain, scale_code <= 134);
+    if (scale_code != 0) {
+      ASSERT_EQ(w.fp8_plain, scale_code <= 134);
+    }
     for (int x_kind = 0; x_kind < 6; ++x_kind) {
       std::vector<float> x(static_cast<size_t>(k)), ref(static_cast<size_t>(n)), got(ref.size());
       std::mt19937 g{uint32_t(x_kind * 31 + scale_code)};
@@ -199,7 +208,7 @@ TEST(KernelsPackedCodes, Fp8ScalesFoldedIntoXKeepTheBits) {
         for (int64_t j = 0; j < n; ++j) {
           const bool both_nan = std::isnan(ref[size_t(j)]) && std::isnan(got[size_t(j)]);
           ASSERT_TRUE(both_nan || std::memcmp(&ref[size_t(j)], &got[size_t(j)], 4) == 0)
-              << "scale code " << scale_code << " x kind " << x_kind << " " << isa_name(isa) << " row " << j
+              << (e8m0 ? "e8m0" : "f32") << " scale code " << scale_code << " x kind " << x_kind << " " << isa_name(isa) << " row " << j
               << ": ref " << ref[size_t(j)] << " got " << got[size_t(j)];
         }
       }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -61,10 +62,12 @@ TEST(KernelsQuantize, Int8PerRow) {
 }
 
 TEST(KernelsQuantize, Fp8BlockWithEdgeTiles) {
+  for (Fp8Scales kind : {Fp8Scales::kAmax, Fp8Scales::kPow2})
   for (int64_t block : {128, 32}) {
+    SCOPED_TRACE(kind == Fp8Scales::kPow2 ? "pow2 scales" : "amax scales");
     const int64_t n = 150, k = 200;  // partial tiles on both axes
     const std::vector<float> w = random_matrix(n, k, 2);
-    auto q = quantize_fp8_block(n, k, block, rows_of(w, k));
+    auto q = quantize_fp8_block(n, k, block, rows_of(w, k), kind);
     const PackedWeight& p = q->w;
     ASSERT_EQ(p.format, WeightFormat::kFp8Block);
     ASSERT_EQ(p.scale_rows(), (n + block - 1) / block);
@@ -79,22 +82,48 @@ TEST(KernelsQuantize, Fp8BlockWithEdgeTiles) {
         const float s = p.scale_at(br * block, bc * block);
         for (int64_t r = br * block; r < std::min(n, (br + 1) * block); ++r)
           for (int64_t c = bc * block; c < std::min(k, (bc + 1) * block); ++c) amax = std::max(amax, std::fabs(w[size_t(r * k + c)]));
-        EXPECT_EQ(s, amax > 0 ? amax / 448.0f : 1.0f);
+        if (kind == Fp8Scales::kAmax || amax == 0) {
+          EXPECT_EQ(s, amax > 0 ? amax / 448.0f : 1.0f);
+        } else {  // the smallest power of two that keeps the tile's amax within 448
+          int e;
+          EXPECT_EQ(std::frexp(s, &e), 0.5f) << s;
+          EXPECT_LE(amax / s, 448.0f);
+          EXPECT_GT(amax / s, 224.0f);
+        }
         for (int64_t r = br * block; r < std::min(n, (br + 1) * block); ++r)
           for (int64_t c = bc * block; c < std::min(k, (bc + 1) * block); ++c) {
             const float x = w[size_t(r * k + c)], d = deq[size_t(r * k + c)];
             const uint8_t code = q->data[size_t(r * k + c)];
             ASSERT_NE(code & 0x7f, 0x7f) << "NaN code";
-            top |= (code & 0x7f) == 0x7e;  // 448
+            top |= kind == Fp8Scales::kAmax ? (code & 0x7f) == 0x7e : (code & 0x7f) >= 0x76;
             // E4M3 keeps 3 mantissa bits: half a step is 2^-4 of the value for normals,
             // and 2^-10 of the scale below the smallest normal (2^-6).
             const float tol = std::max(std::fabs(x) * 0.0625f, s * 0.0009765625f) * (1 + 1e-5f);
             EXPECT_LE(std::fabs(d - x), tol) << r << "," << c;
           }
+        // amax / s is 448 with amax scales, above 224 with pow2 ones (codes 0x76 and up)
         if (amax > 0) {
           EXPECT_TRUE(top) << "tile " << br << "," << bc;
         }
       }
+  }
+}
+
+// Power-of-two scales at the edges: amax exactly 448 times a power of two keeps it, a hair
+// above doubles it, and tiny (subnormal) or huge amax still get the smallest power of two
+// that keeps the tile within 448.
+TEST(KernelsQuantize, Fp8Pow2ScaleEdges) {
+  const std::pair<float, float> cases[] = {
+      {448.0f, 1.0f}, {std::nextafter(448.0f, 1e9f), 2.0f}, {224.0f, 0.5f}, {std::nextafter(224.0f, 1e9f), 1.0f},
+      {1.0f, 0x1p-8f}, {3e38f, 0x1p120f}, {1e-40f, 0x1p-141f}, {0x1p-149f, 0x1p-149f}};
+  for (const auto& [amax, want] : cases) {
+    std::vector<float> w(16, 0.0f);
+    w[3] = -amax;
+    auto q = quantize_fp8_block(1, 16, 128, rows_of(w, 16), Fp8Scales::kPow2);
+    EXPECT_EQ(q->w.scale_at(0, 0), want) << "amax " << amax;
+    std::vector<float> d(16);
+    q->w.dequant_row(0, d.data());
+    EXPECT_LE(std::fabs(d[3] + amax), amax * 0.0625f) << "amax " << amax;
   }
 }
 

@@ -514,8 +514,7 @@ inline bool fast_gemv_for(const PackedWeight& w, Fast* d, bool few = false) {
 // block decode needs no per-row scale or sign registers).
 constexpr int kFastNr = 4;
 
-// w rows [n0, n1) times MR x rows (rows k apart, in D's lanes).
-// ---- FP8 at one x row with E8M0 (power-of-two) scales: the scale folded into x ----
+// ---- FP8 at one x row with power-of-two scales (E8M0, or f32 powers of two): the scale folded into x ----
 //
 // With s = 2^e, the reference's element is round(v * s) for the E4M3 value v, and E4M3
 // straight into f32 bits reads v / 2^120 exactly (the sign-extended byte shifted left by
@@ -529,14 +528,23 @@ constexpr int kFastNr = 4;
 // per-weight multiply. On Zen 3 this runs 20-25 % fewer cycles per weight than the f16
 // route with its multiply. A block row whose blocks miss a condition runs gemv_fast.
 
-// xs[c] = x[c] * 2^(e(c / bk) + 120) for w's scale row `srow` (E8M0), or false where some
-// block misses the conditions above (or x holds an infinity or NaN).
-inline bool fp8_scale_x(const float* x, int64_t k, int64_t bk, const uint8_t* srow, float* xs) {
+// xs[c] = x[c] * 2^(e(c / bk) + 120) for w's scale row `srow`, or false where some block
+// misses the conditions above (or x holds an infinity or NaN). f32 scales fold where they
+// are powers of two (a positive f32 with no mantissa bits is 2^(E - 127) for its exponent
+// field E, the E8M0 code of the same value): `--quantize fp8` makes such scales, as do
+// checkpoints whose FP8 scale format is ue8m0.
+inline bool fp8_scale_x(const float* x, int64_t k, int64_t bk, bool e8m0, const uint8_t* srow, float* xs) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   __m256 bad = _mm256_setzero_ps();
   for (int64_t c0 = 0, b = 0; c0 < k; c0 += bk, ++b) {
-    const int code = srow[b];
+    int code = srow[b];
+    if (!e8m0) {
+      uint32_t u;
+      std::memcpy(&u, srow + b * 4, 4);
+      if (u & 0x807fffffu) return false;  // negative, or not a power of two
+      code = int(u >> 23);
+    }
     if (code < 10 || code > 134) return false;
     const __m256 mul = _mm256_set1_ps(kE8m0Values[size_t(code)] * 0x1p120f);  // 2^(e + 120), exact
     for (int64_t c = c0; c < std::min(k, c0 + bk); c += 8) {
@@ -583,14 +591,16 @@ template <int NR>
 template <Fast D, int MR>
 void gemv_fast_rows(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 
-// w rows [n0, n1) at one x row, FP8 with E8M0 scales (k and block_k multiples of 16),
-// one scale block row at a time.
+// w rows [n0, n1) at one x row, FP8 with E8M0 or power-of-two f32 scales (k and block_k
+// multiples of 16), one scale block row at a time.
 inline void fp8_folded_rows(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, float* y) {
   float* const xs = thread_scratch(ScratchSlot::kPackedAvx2XLanes, size_t(w.k));
   const auto* scales = static_cast<const uint8_t*>(w.scales);
+  const bool e8m0 = w.scale_dtype == DType::F8_E8M0;
+  const int64_t srow_bytes = w.scale_cols() * (e8m0 ? 1 : 4);
   for (int64_t b0 = n0; b0 < n1;) {
     const int64_t br = b0 / w.block_n, b1 = std::min(n1, (br + 1) * w.block_n);
-    if (fp8_scale_x(x, w.k, w.block_k, scales + br * w.scale_cols(), xs)) {
+    if (fp8_scale_x(x, w.k, w.block_k, e8m0, scales + br * srow_bytes, xs)) {
       for (int64_t j = b0; j < b1; j += 4) gemv_fp8_folded<4>(xs, w, j, std::min<int64_t>(4, b1 - j), y + j);
     } else {
       gemv_fast_rows<Fast::kFp8Plain, 1>(x, w, b0, b1, y, 1);
@@ -602,7 +612,7 @@ inline void fp8_folded_rows(const float* x, const PackedWeight& w, int64_t n0, i
 template <Fast D, int MR>
 void fast_rows(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if constexpr (D == Fast::kFp8Plain && MR == 1) {
-    if (w.scale_dtype == DType::F8_E8M0) return fp8_folded_rows(x, w, n0, n1, y);
+    if (w.scale_dtype == DType::F8_E8M0 || w.scale_dtype == DType::F32) return fp8_folded_rows(x, w, n0, n1, y);
   }
   gemv_fast_rows<D, MR>(x, w, n0, n1, y, ldy);
 }

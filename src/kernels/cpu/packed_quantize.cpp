@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -13,6 +14,17 @@ namespace {
 
 void check_finite(float v, int64_t r, int64_t c) {
   if (!std::isfinite(v)) fail("weight element [", r, ", ", c, "] is ", v, "; only finite weights can be quantized");
+}
+
+// The smallest power of two s with amax / s <= 448 (amax finite and positive). Dividing
+// by a power of two is exact while the quotient stays normal, so the test is exact.
+float pow2_scale(float amax) {
+  int e;
+  std::frexp(amax / 448.0f, &e);  // amax / 448 < 2^e, up to the quotient's rounding
+  float s = std::ldexp(1.0f, e);
+  while (amax / s > 448.0f) s *= 2;
+  while (s > std::numeric_limits<float>::denorm_min() && amax / (s / 2) <= 448.0f) s /= 2;
+  return s;
 }
 
 }  // namespace
@@ -50,7 +62,8 @@ std::shared_ptr<OwnedPackedWeight> quantize_int8_row(int64_t n, int64_t k, const
   return o;
 }
 
-std::shared_ptr<OwnedPackedWeight> quantize_fp8_block(int64_t n, int64_t k, int64_t block, const RowSource& row) {
+std::shared_ptr<OwnedPackedWeight> quantize_fp8_block(int64_t n, int64_t k, int64_t block, const RowSource& row,
+                                                      Fp8Scales scales) {
   GANNET_CHECK(n > 0 && k > 0 && block > 0);
   auto o = std::make_shared<OwnedPackedWeight>();
   PackedWeight& w = o->w;
@@ -74,7 +87,7 @@ std::shared_ptr<OwnedPackedWeight> quantize_fp8_block(int64_t n, int64_t k, int6
       float amax = 0;
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(tile[size_t(i * k + c)]));
-      const float s = amax > 0 ? amax / 448.0f : 1.0f;
+      const float s = amax == 0 ? 1.0f : scales == Fp8Scales::kPow2 ? pow2_scale(amax) : amax / 448.0f;
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t c = c0; c < c1; ++c) {
           const float v = std::clamp(tile[size_t(i * k + c)] / s, -448.0f, 448.0f);

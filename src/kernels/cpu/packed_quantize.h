@@ -30,6 +30,13 @@ using RowSource = std::function<void(int64_t r, float* out)>;
 
 // Throws gannet::Error on a non-finite element, naming its row and column.
 std::shared_ptr<OwnedPackedWeight> quantize_int8_row(int64_t n, int64_t k, const RowSource& row);
-std::shared_ptr<OwnedPackedWeight> quantize_fp8_block(int64_t n, int64_t k, int64_t block, const RowSource& row);
+// FP8 E4M3 with one f32 scale per block x block tile. kAmax: the tile's amax / 448, the
+// finest scale (Hugging Face fine-grained FP8, `make-model --dtype fp8`). kPow2: the
+// smallest power of two s with amax / s <= 448 (DeepSeek's ue8m0 scale format), which the
+// AVX2 decode GEMV folds into x instead of multiplying every weight (`--quantize fp8`); it
+// costs at most one bit of range at the tile's top.
+enum class Fp8Scales { kAmax, kPow2 };
+std::shared_ptr<OwnedPackedWeight> quantize_fp8_block(int64_t n, int64_t k, int64_t block, const RowSource& row,
+                                                      Fp8Scales scales = Fp8Scales::kAmax);
 
 }  // namespace gannet::kernels
