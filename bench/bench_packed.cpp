@@ -90,5 +90,6 @@ BENCHMARK(BM_PackedMatmul)->Apply(args)->Unit(benchmark::kMicrosecond)->UseRealT
 BENCHMARK(BM_PackedMatmulFp8E8m0)
     ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 1, 1})
     ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 1, 2})
+    ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 5, 2})  // a verify step of 4 drafts
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
