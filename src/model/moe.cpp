@@ -140,9 +140,11 @@ void MoeWorkspace::reserve(const MoeLayer& layer, int64_t max_tokens) {
   grow(out_, T * (K + S) * H);
   grow(groups_, E + S);
   grow(lane_groups_, E + S);
-  // Lane-packed inputs: every row of both phases' widest input, plus a partial tile per group.
+  // Lane-packed inputs: every row of both phases' widest input, plus a partial tile per
+  // group that has one (only groups of kLaneMinRows rows or more are packed).
   const int64_t kmax = std::max({H, layer.inter(), layer.shared_inter()});
-  grow(xp_, lane_floats_bound(T * K + S * T + 12 * (E + S), kmax));
+  const int64_t group_rows = T * K + S * T, packed_groups = std::min(E + S, group_rows / kLaneMinRows);
+  grow(xp_, lane_floats_bound(group_rows + 12 * packed_groups, kmax));
   // Every group active: the larger of the two phases' item counts.
   const int64_t tiles_gu = E * ((layer.inter() + kTile - 1) / kTile) + S * ((layer.shared_inter() + kTile - 1) / kTile);
   const int64_t tiles_down = (E + S) * ((H + kTile - 1) / kTile);

@@ -120,6 +120,8 @@ void matmul_packed_many_isa(Isa isa, const float* x, int64_t m, std::span<const 
   }
   if (n_parts == 0) return;
   const int64_t k = products[0].w->k;
+  int64_t bytes = 0;  // weight bytes the parts stream
+  for (size_t i = 0; i < n_parts; ++i) bytes += parts[i].p->w->n * parts[i].p->w->row_bytes();
   auto run = [&](int64_t b, int64_t e) {
     for (size_t i = 0; i < n_parts; ++i) {
       const Part& q = parts[i];
@@ -127,7 +129,7 @@ void matmul_packed_many_isa(Isa isa, const float* x, int64_t m, std::span<const 
       if (lo < hi) q.cols(x, m, *q.p->w, lo - q.begin, hi - q.begin, q.p->y, n);
     }
   };
-  if (!pool || pool->size() == 1 || m * total * k < kMinParallelMacs) run(0, total);
+  if (!pool || pool->size() == 1 || (m * total * k < kMinParallelMacs && bytes < kMinParallelBytes)) run(0, total);
   else pool->parallel_for(total, [&](int64_t b, int64_t e, int) { run(b, e); }, kColumnGrain);
 }
 

@@ -16,5 +16,9 @@ inline constexpr int64_t kColumnGrain = 16;
 // Below this many multiply-adds a call runs on the calling thread: waking the pool costs
 // more than the work (tiny models, test shapes).
 inline constexpr int64_t kMinParallelMacs = int64_t(1) << 17;
+// ... unless the weights it streams take at least this many bytes: a one-row product of
+// f32 or bf16 weights is bound by reading them (DeepSeek's mHC and router projections,
+// 256-384 KiB each, ran on one thread at about 60 % of a 2-thread read).
+inline constexpr int64_t kMinParallelBytes = int64_t(1) << 17;
 
 }  // namespace gannet::kernels
