@@ -405,6 +405,15 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float*
   sh.has_topk = true;
 }
 
+namespace {
+// Attention of one query block runs its (query, head) rows on the pool from this many
+// multiply-adds of scores (a decode step's 16 heads over a window of 128 keys and more).
+constexpr int64_t kAttnParallelMacs = int64_t(1) << 17;
+// Chunks of at most this many rows (decode, speculative verify) are attended one per task
+// when a step has several.
+constexpr int64_t kSmallChunkRows = 16;
+}  // namespace
+
 void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const int32_t* pos, const float* a,
                             int64_t rows, std::vector<Shared>& shared, float* out, ThreadPool* pool) const {
   const LayerWeights& lw = w_.layers[size_t(l)];
@@ -457,10 +466,17 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
   // the cache in f32: the ring positions before the chunk, the entries selected.
   std::vector<float> o(size_t(N * H * D), 0.0f);
   const float scale = 1.0f / std::sqrt(float(D));
-  std::vector<float> sc, past(size_t(W * D)), ents, kbuf, sbuf;
-  std::vector<int32_t> ublock, cols;
-  std::vector<int32_t> slot_of;  // entry -> row of `ents`, -1 until loaded
-  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+  struct Scratch {
+    std::vector<float> past, ents, kbuf, sbuf, sc;
+    std::vector<int32_t> ublock, slot_of;  // slot_of: entry -> row of `ents`, -1 until loaded
+    std::vector<std::vector<int32_t>> cols;  // per query of a block: its key rows in kbuf
+  };
+  // One chunk; with `inner`, each query block's (query, head) rows are split over the pool
+  // (one sequence's decode or prefill). Several decode chunks run one chunk per task
+  // instead. Each row's scores, softmax and weighted sum are the same either way.
+  auto attend_chunk = [&](size_t ci, ThreadPool* inner) {
+    thread_local Scratch tls;
+    Scratch& S = tls;  // this thread's, also for the pool's threads running `rows` below
     const Chunk& ch = chunks[ci];
     const SeqMem& mem = *ch.m;
     const Shared& sh = shared[ci];
@@ -471,59 +487,70 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
     const int64_t lo = std::max(l > last_src_ ? ch.replay_from : 0, ch.window_from);
     uint8_t* ring = window(mem, l);
     const int64_t RW = lay_.window_ring;
+    if (int64_t(S.past.size()) < W * D) S.past.resize(size_t(W * D));
     for (int64_t kp = std::max<int64_t>(lo, pos0 - W + 1); kp < pos0; ++kp)
-      load_window(ring + (kp % RW) * lay_.win_bytes, past.data() + (kp % W) * D);
-    slot_of.clear();
-    ents.clear();
+      load_window(ring + (kp % RW) * lay_.win_bytes, S.past.data() + (kp % W) * D);
+    S.slot_of.clear();
+    S.ents.clear();
     if (src >= 0 && sh.has_topk && entries > 0) {
-      slot_of.assign(size_t(entries), -1);
+      S.slot_of.assign(size_t(entries), -1);
       for (int64_t i = 0; i < n; ++i)
         for (int32_t e : sh.topk[size_t(i)])
-          if (e < entries && slot_of[size_t(e)] < 0) {
-            slot_of[size_t(e)] = int32_t(ents.size() / size_t(D));
-            ents.resize(ents.size() + size_t(D));
-            load_entry_kv(entry(mem, src, e), ents.data() + ents.size() - size_t(D));
+          if (e < entries && S.slot_of[size_t(e)] < 0) {
+            S.slot_of[size_t(e)] = int32_t(S.ents.size() / size_t(D));
+            S.ents.resize(S.ents.size() + size_t(D));
+            load_entry_kv(entry(mem, src, e), S.ents.data() + S.ents.size() - size_t(D));
           }
     }
     const float* ckv = kv.data() + ch.row0 * D;
     // Queries in blocks: the block's keys (its window span, then the union of its queries'
-    // entries) are gathered once and scored with one canonical f32 product; each query
-    // then takes its own keys, in position order then entry order.
+    // entries) are gathered once and scored with one canonical f32 product per row; each
+    // query then takes its own keys, in position order then entry order.
     constexpr int64_t kQB = 16;
     for (int64_t i0 = 0; i0 < n; i0 += kQB) {
       const int64_t i1 = std::min(n, i0 + kQB), nq = i1 - i0;
       const int64_t kmin = std::max<int64_t>(lo, pos0 + i0 - W + 1), kmax = pos0 + i1 - 1;
       const int64_t nw = std::max<int64_t>(0, kmax - kmin + 1);  // 0: every query before replay_from
+      std::vector<int32_t>& ublock = S.ublock;
       ublock.clear();
-      if (!slot_of.empty())
+      if (!S.slot_of.empty())
         for (int64_t i = i0; i < i1; ++i)
           for (int32_t e : sh.topk[size_t(i)])
             if (e < entries) ublock.push_back(e);
       std::sort(ublock.begin(), ublock.end());
       ublock.erase(std::unique(ublock.begin(), ublock.end()), ublock.end());
       const int64_t nk = nw + int64_t(ublock.size());
-      kbuf.resize(size_t(nk * D));
+      S.kbuf.resize(size_t(nk * D));
       for (int64_t kp = kmin; kp <= kmax; ++kp)
-        std::memcpy(kbuf.data() + (kp - kmin) * D, kp >= pos0 ? ckv + (kp - pos0) * D : past.data() + (kp % W) * D,
+        std::memcpy(S.kbuf.data() + (kp - kmin) * D, kp >= pos0 ? ckv + (kp - pos0) * D : S.past.data() + (kp % W) * D,
                     size_t(D) * 4);
       for (size_t u = 0; u < ublock.size(); ++u)
-        std::memcpy(kbuf.data() + (nw + int64_t(u)) * D, ents.data() + int64_t(slot_of[size_t(ublock[u])]) * D,
+        std::memcpy(S.kbuf.data() + (nw + int64_t(u)) * D, S.ents.data() + int64_t(S.slot_of[size_t(ublock[u])]) * D,
                     size_t(D) * 4);
-      sbuf.resize(size_t(nq * H * nk));
-      // A decode step's few rows are cheaper on this thread than a fork-join.
-      kernels::matmul_f32(q.data() + (ch.row0 + i0) * H * D, nq * H, D, kbuf.data(), nk, sbuf.data(),
-                          nq * H >= 64 ? pool : nullptr);
+      S.sbuf.resize(size_t(nq * H * nk));
+      if (int64_t(S.cols.size()) < nq) S.cols.resize(size_t(nq));
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t p = pos0 + i;
+        std::vector<int32_t>& cols = S.cols[size_t(i - i0)];
         cols.clear();
-        for (int64_t kp = std::max<int64_t>(lo, p - W + 1); kp <= p; ++kp) cols.push_back(int32_t(kp - kmin));
-        if (!slot_of.empty())
+        for (int64_t kp = std::max<int64_t>(lo, pos0 + i - W + 1); kp <= pos0 + i; ++kp)
+          cols.push_back(int32_t(kp - kmin));
+        if (!S.slot_of.empty())
           for (int32_t e : sh.topk[size_t(i)])
             if (e < entries)
               cols.push_back(int32_t(nw + (std::lower_bound(ublock.begin(), ublock.end(), e) - ublock.begin())));
-        sc.resize(cols.size());
-        for (int64_t h = 0; h < H; ++h) {
-          const float* srow = sbuf.data() + ((i - i0) * H + h) * nk;
+      }
+      const float* kb = S.kbuf.data();
+      float* sb = S.sbuf.data();
+      const float* qb = q.data() + (ch.row0 + i0) * H * D;
+      // Rows [u0, u1) of the block, row u = query i0 + u / H, head u % H.
+      auto rows = [&, i0, nk](int64_t u0, int64_t u1) {
+        kernels::matmul_f32(qb + u0 * D, u1 - u0, D, kb, nk, sb + u0 * nk, nullptr);
+        thread_local std::vector<float> sc;
+        for (int64_t u = u0; u < u1; ++u) {
+          const int64_t i = i0 + u / H, h = u % H;
+          const std::vector<int32_t>& cols = S.cols[size_t(u / H)];
+          sc.resize(cols.size());
+          const float* srow = sb + u * nk;
           float mx = lw.attn_sink[size_t(h)];
           for (size_t j = 0; j < cols.size(); ++j) {
             sc[j] = srow[cols[j]] * scale;
@@ -536,14 +563,35 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
           }
           float* oh = o.data() + ((ch.row0 + i) * H + h) * D;
           for (size_t j = 0; j < cols.size(); ++j) sc[j] /= sum;
-          kernels::add_weighted_rows(sc.data(), kbuf.data(), cols.data(), int64_t(cols.size()), D, oh, D);
+          kernels::add_weighted_rows(sc.data(), kb, cols.data(), int64_t(cols.size()), D, oh, D);
         }
-      }
+      };
+      const int64_t units = nq * H;
+      if (inner && inner->size() > 1 && units * nk * D >= kAttnParallelMacs)
+        inner->parallel_for(units, [&](int64_t b, int64_t e, int) { rows(b, e); });
+      else
+        rows(0, units);
     }
     // The window ring keeps the last W positions.
     for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
       store_window(ring + ((pos0 + i) % RW) * lay_.win_bytes, ckv + i * D);
+  };
+  // Decode and verify steps of several sequences: a task per sequence (each writes only
+  // its own rows and window ring).
+  bool small = chunks.size() >= 2 && pool && pool->size() > 1;
+  for (const Chunk& ch : chunks) small = small && ch.n <= kSmallChunkRows;
+  if (small) {  // and of distinct sequences (one's later chunk reads the ring the earlier writes)
+    std::vector<const SeqMem*> seqs;
+    for (const Chunk& ch : chunks) seqs.push_back(ch.m);
+    std::sort(seqs.begin(), seqs.end());
+    small = std::adjacent_find(seqs.begin(), seqs.end()) == seqs.end();
   }
+  if (small)
+    pool->parallel_for(int64_t(chunks.size()), [&](int64_t b, int64_t e, int) {
+      for (int64_t ci = b; ci < e; ++ci) attend_chunk(size_t(ci), nullptr);
+    });
+  else
+    for (size_t ci = 0; ci < chunks.size(); ++ci) attend_chunk(ci, pool);
 
   kernels::apply_rope(o.data(), N, int(H), int(D), pos, rope, true, int(D - R), /*inverse=*/true);
   // Grouped output projection (wo_a per head group, then wo_b over all groups).
