@@ -453,13 +453,27 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
   if (comp)
     for (const Chunk& ch : chunks)
       compress(l, ch, ckv.data() + ch.row0 * D, ratio > 1 ? cgate.data() + ch.row0 * D : nullptr, pool);
+  // Decode and verify steps of several sequences: the indexer and the attention run a task
+  // per sequence (each writes only its own rows, its Shared entry and its window ring).
+  bool per_chunk = chunks.size() >= 2 && pool && pool->size() > 1;
+  for (const Chunk& ch : chunks) per_chunk = per_chunk && ch.n <= kSmallChunkRows;
+  if (per_chunk) {  // and of distinct sequences (one's later chunk reads what the earlier writes)
+    std::vector<const SeqMem*> seqs;
+    for (const Chunk& ch : chunks) seqs.push_back(ch.m);
+    std::sort(seqs.begin(), seqs.end());
+    per_chunk = std::adjacent_find(seqs.begin(), seqs.end()) == seqs.end();
+  }
   if (idx) {
     kernels::apply_rope(iq.data(), N, int(nih), int(idh), pos, rope_compress_, true, int(idh - R));
     fq4_rows(iq.data(), N * nih, idh, 32);
-    for (size_t ci = 0; ci < chunks.size(); ++ci) {
-      const Chunk& ch = chunks[ci];
-      index(l, ch, iq.data() + ch.row0 * nih * idh, iw.data() + ch.row0 * nih, shared[ci]);
-    }
+    auto index_chunks = [&](int64_t b, int64_t e) {
+      for (int64_t ci = b; ci < e; ++ci) {
+        const Chunk& ch = chunks[size_t(ci)];
+        index(l, ch, iq.data() + ch.row0 * nih * idh, iw.data() + ch.row0 * nih, shared[size_t(ci)]);
+      }
+    };
+    if (per_chunk) pool->parallel_for(int64_t(chunks.size()), [&](int64_t b, int64_t e, int) { index_chunks(b, e); });
+    else index_chunks(0, int64_t(chunks.size()));
   }
 
   // Attention per query over its window and its selected compressed entries, read from
@@ -576,17 +590,7 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
     for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
       store_window(ring + ((pos0 + i) % RW) * lay_.win_bytes, ckv + i * D);
   };
-  // Decode and verify steps of several sequences: a task per sequence (each writes only
-  // its own rows and window ring).
-  bool small = chunks.size() >= 2 && pool && pool->size() > 1;
-  for (const Chunk& ch : chunks) small = small && ch.n <= kSmallChunkRows;
-  if (small) {  // and of distinct sequences (one's later chunk reads the ring the earlier writes)
-    std::vector<const SeqMem*> seqs;
-    for (const Chunk& ch : chunks) seqs.push_back(ch.m);
-    std::sort(seqs.begin(), seqs.end());
-    small = std::adjacent_find(seqs.begin(), seqs.end()) == seqs.end();
-  }
-  if (small)
+  if (per_chunk)
     pool->parallel_for(int64_t(chunks.size()), [&](int64_t b, int64_t e, int) {
       for (int64_t ci = b; ci < e; ++ci) attend_chunk(size_t(ci), nullptr);
     });
