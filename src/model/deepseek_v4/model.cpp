@@ -316,6 +316,15 @@ std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const f
   return out;
 }
 
+namespace {
+// One sequence's selection or attention runs on the pool from this many multiply-adds (a
+// decode step's heads over a window of 128 keys and more).
+constexpr int64_t kAttnParallelMacs = int64_t(1) << 17;
+// Chunks of at most this many rows (decode, speculative verify) run one per task when a
+// step has several.
+constexpr int64_t kSmallChunkRows = 16;
+}  // namespace
+
 void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const int32_t* pos, const float* a,
                            int64_t N, float* out, ThreadPool* pool) const {
   const Layer& ly = layers_[size_t(l)];
@@ -364,79 +373,116 @@ void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const in
     }
   }
 
-  std::vector<float> o(size_t(N * H * D), 0.0f), kbuf, sbuf, sc;
+  std::vector<float> o(size_t(N * H * D), 0.0f);
   const float scale = 1.0f / std::sqrt(float(D));
-  for (const Chunk& ch : chunks) {
+  // Per chunk: its compressed entries written, then each query's selection (the indexer's
+  // top-k on ratio-4 layers, every visible entry on the others), then attention over its
+  // window and selection. Queries (selection) and (query, head) rows (attention) are
+  // independent: one sequence's rows are split over the pool when large enough, several
+  // small chunks (decode, verify) run a chunk per task. Every row's arithmetic is the same
+  // either way.
+  struct Prep {
+    std::vector<std::vector<int32_t>> sel;  // per query
+    std::vector<float> keys_t;              // ratio 4: the indexer's keys, [idh][E]
+    int64_t E = 0;
+  };
+  std::vector<Prep> prep(chunks.size());
+  auto compress_chunk = [&](size_t ci) {
+    const Chunk& ch = chunks[ci];
     const SeqMem& m = *ch.m;
     const int64_t pos0 = ch.pos0, n = ch.n, r0 = ch.row0;
-    float* window = reinterpret_cast<float*>(m.state + win_off_[size_t(l)]);
-    // Compressed entries of this layer; the indexer's keys and each query's selection.
-    std::vector<std::vector<int32_t>> sel(static_cast<size_t>(n));
-    if (ratio > 0) {
-      int64_t first = 0;
-      float* ring = reinterpret_cast<float*>(m.state + ring_off_[size_t(l)]);
-      const int64_t ring_half = ring_slots(ly.comp.overlap, ratio) * w2;
-      std::vector<float> e = compress(ly.comp, ratio, ckv.data() + r0 * w2, cgate.data() + r0 * w2, n, pos0, ring,
-                                      ring + ring_half, &first);
-      const int64_t ng = int64_t(e.size()) / D;
-      if (fq_nope)
-        for (int64_t g = 0; g < ng; ++g) kernels::fake_quant_fp8(e.data() + g * D, D - R, 64, true);
-      // Prefix-cache replay: entries of groups that close before write_from are cached.
-      auto cached = [&](int64_t g) { return (first + g + 1) * ratio <= ch.write_from; };
-      for (int64_t g = 0; g < ng; ++g)
-        if (!cached(g)) std::memcpy(entry(m, l, first + g), e.data() + g * D, size_t(D) * 4);
-      const int64_t E = (pos0 + n) / ratio;
-      if (ratio == 4) {
-        float* iring = reinterpret_cast<float*>(m.state + iring_off_[size_t(l)]);
-        std::vector<float> k = compress(ly.idx_comp, 4, ikv.data() + r0 * 2 * idh, igate.data() + r0 * 2 * idh, n, pos0,
-                                        iring, iring + ring_slots(true, 4) * 2 * idh, &first);
-        const int64_t nk = int64_t(k.size()) / idh;
-        for (int64_t g = 0; g < nk && fq_idx; ++g) {
-          hadamard(k.data() + g * idh, idh);
-          kernels::fake_quant_fp4(k.data() + g * idh, idh, 32);
-        }
-        for (int64_t g = 0; g < nk; ++g)
-          if (!cached(g)) std::memcpy(entry(m, l, first + g) + D, k.data() + g * idh, size_t(idh) * 4);
-        std::vector<float> keys_t(static_cast<size_t>(E * idh)), dots(static_cast<size_t>(E));
-        for (int64_t e2 = 0; e2 < E; ++e2) {
-          const float* ke = entry(m, l, e2) + D;
-          for (int64_t c = 0; c < idh; ++c) keys_t[size_t(c * E + e2)] = ke[c];
-        }
-        const float ss = 1.0f / std::sqrt(float(idh)), hs = 1.0f / std::sqrt(float(nih));
-        std::vector<float> sce(static_cast<size_t>(E));
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t visible = (pos0 + i + 1) / 4;
-          deepseek_v41::index_scores(iq.data() + (r0 + i) * nih * idh, iw.data() + (r0 + i) * nih, nih, idh, keys_t.data(),
-                                     E, visible, ss, hs, dots.data(), sce.data());
-          for (int32_t e2 : deepseek_v41::top_k_lower_index(sce.data(), E, c_.index_topk))
-            if (sce[size_t(e2)] > kNegInf) sel[size_t(i)].push_back(e2);
-        }
-      } else {
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t e2 = 0; e2 < std::min<int64_t>(E, (pos0 + i + 1) / ratio); ++e2)
-            sel[size_t(i)].push_back(int32_t(e2));
-      }
+    Prep& pr = prep[ci];
+    pr.sel.assign(size_t(n), {});
+    if (ratio == 0) return;
+    int64_t first = 0;
+    float* ring = reinterpret_cast<float*>(m.state + ring_off_[size_t(l)]);
+    const int64_t ring_half = ring_slots(ly.comp.overlap, ratio) * w2;
+    std::vector<float> e = compress(ly.comp, ratio, ckv.data() + r0 * w2, cgate.data() + r0 * w2, n, pos0, ring,
+                                    ring + ring_half, &first);
+    const int64_t ng = int64_t(e.size()) / D;
+    if (fq_nope)
+      for (int64_t g = 0; g < ng; ++g) kernels::fake_quant_fp8(e.data() + g * D, D - R, 64, true);
+    // Prefix-cache replay: entries of groups that close before write_from are cached.
+    auto cached = [&](int64_t g) { return (first + g + 1) * ratio <= ch.write_from; };
+    for (int64_t g = 0; g < ng; ++g)
+      if (!cached(g)) std::memcpy(entry(m, l, first + g), e.data() + g * D, size_t(D) * 4);
+    const int64_t E = (pos0 + n) / ratio;
+    pr.E = E;
+    if (ratio != 4) return;
+    float* iring = reinterpret_cast<float*>(m.state + iring_off_[size_t(l)]);
+    std::vector<float> k = compress(ly.idx_comp, 4, ikv.data() + r0 * 2 * idh, igate.data() + r0 * 2 * idh, n, pos0,
+                                    iring, iring + ring_slots(true, 4) * 2 * idh, &first);
+    const int64_t nk = int64_t(k.size()) / idh;
+    for (int64_t g = 0; g < nk && fq_idx; ++g) {
+      hadamard(k.data() + g * idh, idh);
+      kernels::fake_quant_fp4(k.data() + g * idh, idh, 32);
     }
+    for (int64_t g = 0; g < nk; ++g)
+      if (!cached(g)) std::memcpy(entry(m, l, first + g) + D, k.data() + g * idh, size_t(idh) * 4);
+    pr.keys_t.resize(size_t(E * idh));
+    for (int64_t e2 = 0; e2 < E; ++e2) {
+      const float* ke = entry(m, l, e2) + D;
+      for (int64_t c = 0; c < idh; ++c) pr.keys_t[size_t(c * E + e2)] = ke[c];
+    }
+  };
+  // Queries [i0, i1) of chunk ci: their selections.
+  auto select_rows = [&](size_t ci, int64_t i0, int64_t i1) {
+    const Chunk& ch = chunks[ci];
+    Prep& pr = prep[ci];
+    const int64_t E = pr.E, pos0 = ch.pos0, r0 = ch.row0;
+    if (ratio == 0) return;
+    if (ratio != 4) {
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t e2 = 0; e2 < std::min<int64_t>(E, (pos0 + i + 1) / ratio); ++e2)
+          pr.sel[size_t(i)].push_back(int32_t(e2));
+      return;
+    }
+    const float ss = 1.0f / std::sqrt(float(idh)), hs = 1.0f / std::sqrt(float(nih));
+    thread_local std::vector<float> dots, sce;
+    dots.resize(size_t(E));
+    sce.resize(size_t(E));
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t visible = (pos0 + i + 1) / 4;
+      deepseek_v41::index_scores(iq.data() + (r0 + i) * nih * idh, iw.data() + (r0 + i) * nih, nih, idh,
+                                 pr.keys_t.data(), E, visible, ss, hs, dots.data(), sce.data());
+      for (int32_t e2 : deepseek_v41::top_k_lower_index(sce.data(), E, c_.index_topk))
+        if (sce[size_t(e2)] > kNegInf) pr.sel[size_t(i)].push_back(e2);
+    }
+  };
+  // Keys of query i of chunk ci: its window positions, then its selected entries.
+  auto keys_of = [&](size_t ci, int64_t i) {
+    const Chunk& ch = chunks[ci];
+    return std::min<int64_t>(W, ch.pos0 + i + 1 - std::max<int64_t>(ch.window_from, ch.pos0 + i - W + 1)) +
+           int64_t(prep[ci].sel[size_t(i)].size());
+  };
+  // Rows [u0, u1) of chunk ci's attention, row u = query u / H, head u % H.
+  auto attend_rows = [&](size_t ci, int64_t u0, int64_t u1) {
+    const Chunk& ch = chunks[ci];
+    const SeqMem& m = *ch.m;
+    const int64_t pos0 = ch.pos0, r0 = ch.row0;
+    const float* window = reinterpret_cast<const float*>(m.state + win_off_[size_t(l)]);
     const float* kvc = kv.data() + r0 * D;  // this chunk's new KV rows
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t p = pos0 + i;
+    thread_local std::vector<float> kbuf, sbuf, sc;
+    for (int64_t i = u0 / H; i * H < u1; ++i) {
+      const int64_t p = pos0 + i, h0 = std::max(u0, i * H) - i * H, h1 = std::min(u1, (i + 1) * H) - i * H;
       int64_t nk = 0;
       kbuf.clear();
       for (int64_t kp = std::max<int64_t>(ch.window_from, p - W + 1); kp <= p; ++kp, ++nk) {
         const float* src = kp >= pos0 ? kvc + (kp - pos0) * D : window + (kp % RW) * D;
         kbuf.insert(kbuf.end(), src, src + D);
       }
-      for (int32_t e2 : sel[size_t(i)]) {
+      for (int32_t e2 : prep[ci].sel[size_t(i)]) {
         const float* en = entry(m, l, e2);
         kbuf.insert(kbuf.end(), en, en + D);
         ++nk;
       }
-      sbuf.resize(size_t(H * nk));
-      kernels::matmul_f32(q.data() + (r0 + i) * H * D, H, D, kbuf.data(), nk, sbuf.data(), nullptr);
+      sbuf.resize(size_t((h1 - h0) * nk));
+      kernels::matmul_f32(q.data() + ((r0 + i) * H + h0) * D, h1 - h0, D, kbuf.data(), nk, sbuf.data(), nullptr);
       sc.resize(size_t(nk));
-      for (int64_t h = 0; h < H; ++h) {
+      for (int64_t h = h0; h < h1; ++h) {
+        const float* srow = sbuf.data() + (h - h0) * nk;
         float mx = ly.sink[size_t(h)];
-        for (int64_t j = 0; j < nk; ++j) mx = std::max(mx, sc[size_t(j)] = sbuf[size_t(h * nk + j)] * scale);
+        for (int64_t j = 0; j < nk; ++j) mx = std::max(mx, sc[size_t(j)] = srow[j] * scale);
         float sum = std::exp(ly.sink[size_t(h)] - mx);
         for (int64_t j = 0; j < nk; ++j) sum += (sc[size_t(j)] = std::exp(sc[size_t(j)] - mx));
         float* oh = o.data() + ((r0 + i) * H + h) * D;
@@ -444,8 +490,48 @@ void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const in
         kernels::add_weighted_rows(sc.data(), kbuf.data(), nullptr, nk, D, oh, D);
       }
     }
-    for (int64_t i = std::max<int64_t>(0, n - W); i < n; ++i)
-      std::memcpy(window + ((pos0 + i) % RW) * D, kvc + i * D, size_t(D) * 4);
+  };
+  auto store_window = [&](size_t ci) {
+    const Chunk& ch = chunks[ci];
+    float* window = reinterpret_cast<float*>(ch.m->state + win_off_[size_t(l)]);
+    const float* kvc = kv.data() + ch.row0 * D;
+    for (int64_t i = std::max<int64_t>(0, ch.n - W); i < ch.n; ++i)
+      std::memcpy(window + ((ch.pos0 + i) % RW) * D, kvc + i * D, size_t(D) * 4);
+  };
+  const bool threads = pool && pool->size() > 1;
+  bool per_chunk = threads && chunks.size() >= 2;
+  for (const Chunk& ch : chunks) per_chunk = per_chunk && ch.n <= kSmallChunkRows;
+  if (per_chunk) {  // and of distinct sequences (one's later chunk reads what the earlier writes)
+    std::vector<const SeqMem*> seqs;
+    for (const Chunk& ch : chunks) seqs.push_back(ch.m);
+    std::sort(seqs.begin(), seqs.end());
+    per_chunk = std::adjacent_find(seqs.begin(), seqs.end()) == seqs.end();
+  }
+  if (per_chunk) {
+    pool->parallel_for(int64_t(chunks.size()), [&](int64_t b, int64_t e, int) {
+      for (int64_t ci = b; ci < e; ++ci) {
+        compress_chunk(size_t(ci));
+        select_rows(size_t(ci), 0, chunks[size_t(ci)].n);
+        attend_rows(size_t(ci), 0, chunks[size_t(ci)].n * H);
+        store_window(size_t(ci));
+      }
+    });
+  } else {
+    for (size_t ci = 0; ci < chunks.size(); ++ci) {
+      const int64_t n = chunks[ci].n;
+      compress_chunk(ci);
+      if (threads && ratio == 4 && n * prep[ci].E * nih * idh >= kAttnParallelMacs)
+        pool->parallel_for(n, [&](int64_t b, int64_t e, int) { select_rows(ci, b, e); });
+      else
+        select_rows(ci, 0, n);
+      int64_t macs = 0;
+      for (int64_t i = 0; i < n; ++i) macs += keys_of(ci, i) * H * D;
+      if (threads && macs >= kAttnParallelMacs)
+        pool->parallel_for(n * H, [&](int64_t b, int64_t e, int) { attend_rows(ci, b, e); });
+      else
+        attend_rows(ci, 0, n * H);
+      store_window(ci);
+    }
   }
   kernels::apply_rope(o.data(), N, int(H), int(D), pos, rope, true, int(D - R), /*inverse=*/true);
   std::vector<float> z(size_t(N * c_.o_groups * c_.o_lora_rank));
