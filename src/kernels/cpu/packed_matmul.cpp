@@ -35,8 +35,12 @@ constexpr int64_t kPanelMinRows = 8;
 constexpr int64_t kPanelRows = 16;
 // From this many rows on, whole products (not column ranges) run as lane-split GEMMs
 // (lane_gemm.h) on the same dequantized rows: on the 2-core Xeon VM (n = k = 2048, 2
-// threads) 1.2-1.3x the panel path at 64 rows, level at 32, 0.6x at 16.
+// threads) 1.2-1.3x the panel path at 64 rows, level at 32, 0.6x at 16. On AVX2 the
+// alternative is the 4-row decoding tile, which the lane GEMM beats from 16 rows (Zen 3,
+// same sizes: FP8 1.3x, MXFP4 1.15-1.25x, bf16 1.07x at 16 rows; 1.1x at 32): batched
+// decode's projections and the MoE's busier experts.
 constexpr int64_t kLaneMinRows = 48;
+constexpr int64_t kLaneMinRowsAvx2 = 16;
 
 using ColsFn = void (*)(const float*, int64_t, const PackedWeight&, int64_t, int64_t, float*, int64_t);
 
@@ -108,7 +112,7 @@ void matmul_packed_many_isa(Isa isa, const float* x, int64_t m, std::span<const 
     GANNET_CHECK(p.w->k == products[0].w->k, "grouped products of one x need one k: ", p.w->k, " vs ",
                  products[0].w->k);
     const ColsFn cols = pick_cols(isa, *p.w, m);
-    if ((cols == avx512_panel_cols || cols == avx2::matmul_packed_cols) && m >= kLaneMinRows) {
+    if ((cols == avx512_panel_cols && m >= kLaneMinRows) || (cols == avx2::matmul_packed_cols && m >= kLaneMinRowsAvx2)) {
       LaneWeight lw;  // the lane GEMM parallelizes itself
       lw.packed = p.w;
       if (p.w->n > 0) lane_matmul(isa, LaneOrder::kF32, x, m, p.w->k, lw, p.w->n, p.y, pool);
