@@ -23,6 +23,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/deepseek_v41/index_scores.h"
+#include "model/deepseek_v41/mhc.h"
 #include "model/deepseek_v41/model.h"
 
 namespace {
@@ -299,4 +300,39 @@ TEST(ModelDeepseekV41, IndexScoresEqualThePlainLoop) {
               << "E " << E << " nih " << nih << " idh " << idh << " visible " << visible;
         }
       }
+}
+
+// mHC's collapse and expand run over blocks of channels; each channel must still take the
+// plain per-channel loop's operations in its order (x streams, hc of them, of d channels).
+TEST(ModelDeepseekV41, MhcCollapseAndExpandEqualThePlainLoop) {
+  std::mt19937 g(12);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t hc : {1, 2, 4})
+    for (int64_t d : {1, 63, 64, 65, 200}) {
+      const int64_t n = 3;
+      std::vector<float> X(size_t(n * hc * d)), y(size_t(n * d)), pre(size_t(n * hc)), post(size_t(n * hc)),
+          comb(size_t(n * hc * hc));
+      for (auto* v : {&X, &y, &pre, &post, &comb})
+        for (float& x : *v) x = normal(g);
+      std::vector<float> col(size_t(n * d)), want(size_t(n * d));
+      gannet::model::deepseek_v41::mhc_collapse(X.data(), n, hc, d, pre.data(), col.data());
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t i = 0; i < d; ++i) {
+          float acc = pre[size_t(t * hc)] * X[size_t(t * hc * d + i)];
+          for (int64_t k = 1; k < hc; ++k) acc += pre[size_t(t * hc + k)] * X[size_t(t * hc * d + k * d + i)];
+          want[size_t(t * d + i)] = acc;
+        }
+      ASSERT_EQ(std::memcmp(col.data(), want.data(), col.size() * sizeof(float)), 0) << "collapse hc " << hc << " d " << d;
+      std::vector<float> Xw = X;
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t i = 0; i < d; ++i)
+          for (int64_t k = 0; k < hc; ++k) {
+            const float* C = comb.data() + t * hc * hc;
+            float mixed = C[k] * X[size_t(t * hc * d + i)];
+            for (int64_t j = 1; j < hc; ++j) mixed += C[j * hc + k] * X[size_t(t * hc * d + j * d + i)];
+            Xw[size_t(t * hc * d + k * d + i)] = post[size_t(t * hc + k)] * y[size_t(t * d + i)] + mixed;
+          }
+      gannet::model::deepseek_v41::mhc_expand(X.data(), n, hc, d, y.data(), post.data(), comb.data());
+      ASSERT_EQ(std::memcmp(X.data(), Xw.data(), X.size() * sizeof(float)), 0) << "expand hc " << hc << " d " << d;
+    }
 }
