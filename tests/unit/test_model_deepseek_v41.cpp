@@ -298,6 +298,19 @@ TEST(ModelDeepseekV41, IndexScoresEqualThePlainLoop) {
           }
           ASSERT_EQ(std::memcmp(sc.data(), want.data(), sc.size() * sizeof(float)), 0)
               << "E " << E << " nih " << nih << " idh " << idh << " visible " << visible;
+          // The same entries scored in ranges of the transposed keys (a decode row's entries
+          // split over threads), each range its own visible count.
+          for (int64_t split : {int64_t(8), int64_t(3)}) {
+            std::vector<float> part(size_t(E) + 1, 7.0f);
+            for (int64_t e0 = 0; e0 < E; e0 += split) {
+              const int64_t e1 = std::min(E, e0 + split);
+              gannet::model::deepseek_v41::index_scores(q.data(), w.data(), nih, idh, keys_t.data() + e0, E, e1 - e0,
+                                                        visible - e0, 0.125f, 0.35f, dots.data() + e0,
+                                                        part.data() + e0);
+            }
+            ASSERT_EQ(std::memcmp(part.data(), want.data(), part.size() * sizeof(float)), 0)
+                << "ranges of " << split << ", E " << E << " nih " << nih << " idh " << idh << " visible " << visible;
+          }
         }
       }
 }

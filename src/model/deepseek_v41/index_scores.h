@@ -19,8 +19,11 @@ namespace gannet::model::deepseek_v41 {
 // sum over c, instead of loading and storing dots[] for every c; each lane still adds
 // q[c] * k[c] (a product, then a sum: contraction is off) in order of c, so the bits are
 // the scalar loop's.
-inline void index_scores(const float* q, const float* w, int64_t nih, int64_t idh, const float* keys_t, int64_t E,
-                         int64_t visible, float softmax_scale, float heads_scale, float* dots, float* sc) {
+//
+// ld: floats between the rows of keys_t (E when it holds exactly the E keys; more when
+// these E are a range of a wider array: an entry's score never depends on the others).
+inline void index_scores(const float* q, const float* w, int64_t nih, int64_t idh, const float* keys_t, int64_t ld,
+                         int64_t E, int64_t visible, float softmax_scale, float heads_scale, float* dots, float* sc) {
   using f4 = float __attribute__((vector_size(16)));  // the baseline target's register width
   const int64_t nv = std::clamp<int64_t>(visible, 0, E);
   const int64_t nv8 = nv - nv % 8;
@@ -32,8 +35,8 @@ inline void index_scores(const float* q, const float* w, int64_t nih, int64_t id
       f4 lo = {}, hi = {};
       for (int64_t c = 0; c < idh; ++c) {
         f4 k0, k1;
-        std::memcpy(&k0, keys_t + c * E + e, sizeof k0);
-        std::memcpy(&k1, keys_t + c * E + e + 4, sizeof k1);
+        std::memcpy(&k0, keys_t + c * ld + e, sizeof k0);
+        std::memcpy(&k1, keys_t + c * ld + e + 4, sizeof k1);
         lo += qh[c] * k0;
         hi += qh[c] * k1;
       }
@@ -45,12 +48,17 @@ inline void index_scores(const float* q, const float* w, int64_t nih, int64_t id
     std::fill(dots + nv8, dots + nv, 0.0f);
     for (int64_t c = 0; c < idh; ++c) {
       const float qc = qh[c];
-      const float* kc = keys_t + c * E;
+      const float* kc = keys_t + c * ld;
       for (int64_t e = nv8; e < nv; ++e) dots[e] += qc * kc[e];
     }
     for (int64_t e = nv8; e < nv; ++e) sc[e] += (std::max(dots[e], 0.0f) * softmax_scale) * wh;
   }
   std::fill(sc + nv, sc + E, -std::numeric_limits<float>::infinity());
+}
+
+inline void index_scores(const float* q, const float* w, int64_t nih, int64_t idh, const float* keys_t, int64_t E,
+                         int64_t visible, float softmax_scale, float heads_scale, float* dots, float* sc) {
+  index_scores(q, w, nih, idh, keys_t, E, E, visible, softmax_scale, heads_scale, dots, sc);
 }
 
 }  // namespace gannet::model::deepseek_v41

@@ -358,7 +358,13 @@ void DeepseekV41::compress(int64_t l, const Chunk& ch, const float* kv, const fl
       store_entry(entry(mem, l, entry_ids[size_t(g)]), latent.data() + g * D, kn.data() + g * idh);
 }
 
-void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float* wts, Shared& sh) const {
+namespace {
+// The indexer of one chunk runs on the pool from this many multiply-adds of scores.
+constexpr int64_t kIndexParallelMacs = int64_t(1) << 17;
+}  // namespace
+
+void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float* wts, Shared& sh,
+                        ThreadPool* pool) const {
   const SeqMem& mem = *ch.m;
   const int64_t src = c_.kv_source_of(l), n = ch.n;
   const int64_t ratio = c_.compress_ratios[size_t(l)], E = (ch.pos0 + n) / ratio;
@@ -367,21 +373,26 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float*
   const float softmax_scale = 1.0f / std::sqrt(float(idh)), heads_scale = 1.0f / std::sqrt(float(nih));
   const bool is_cand_src = l == c_.candidate_source_layer_id;
   const bool use_cand = !is_cand_src && c_.candidate_source_layer_id >= 0 && c_.candidate_source_layer_id < l && sh.has_cand;
-  std::vector<float> key(static_cast<size_t>(idh)), keys_t(static_cast<size_t>(E * idh)), dots(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) {
-    load_entry_key(entry(mem, src, e), key.data());
-    for (int64_t c = 0; c < idh; ++c) keys_t[size_t(c * E + e)] = key[size_t(c)];
-  }
-  std::vector<float> sc(static_cast<size_t>(E));
+  const bool threads = pool && pool->size() > 1 && n * E * nih * idh >= kIndexParallelMacs;
+  std::vector<float> keys_t(static_cast<size_t>(E * idh));
+  // Entries [e0, e1): their keys, transposed.
+  auto unpack = [&](int64_t e0, int64_t e1) {
+    std::vector<float> key(static_cast<size_t>(idh));
+    for (int64_t e = e0; e < e1; ++e) {
+      load_entry_key(entry(mem, src, e), key.data());
+      for (int64_t c = 0; c < idh; ++c) keys_t[size_t(c * E + e)] = key[size_t(c)];
+    }
+  };
+  if (threads) pool->parallel_for(E, [&](int64_t b, int64_t e, int) { unpack(b, e); }, 8);
+  else unpack(0, E);
   if (is_cand_src) {
     sh.cand.assign(size_t(n), {});
     sh.has_cand = true;
   }
   sh.topk.assign(size_t(n), {});
-  for (int64_t i = 0; i < n; ++i) {
+  // Row i's selection from its scores sc (E of them).
+  auto select = [&](int64_t i, float* sc) {
     const int64_t visible = (ch.pos0 + i + 1) / ratio;
-    index_scores(q + i * nih * idh, wts + i * nih, nih, idh, keys_t.data(), E, visible, softmax_scale, heads_scale,
-                 dots.data(), sc.data());
     if (is_cand_src) {
       // Blocks of B entries scored by their best member; the block holding the newest
       // visible entry always kept; the best topk_blocks blocks with a finite score.
@@ -399,8 +410,34 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float*
       for (int64_t e = 0; e < E; ++e)
         if (e >= int64_t(mask.size()) || !mask[size_t(e)]) sc[size_t(e)] = kNegInf;
     }
-    for (int32_t e : top_k_lower_index(sc.data(), E, c_.index_topk))
+    for (int32_t e : top_k_lower_index(sc, E, c_.index_topk))
       if (sc[size_t(e)] > kNegInf) sh.topk[size_t(i)].push_back(e);
+  };
+  // Rows [i0, i1): scores over every entry, then the selection (each row writes only its
+  // own topk and cand entries).
+  auto rows = [&](int64_t i0, int64_t i1) {
+    std::vector<float> dots(static_cast<size_t>(E)), sc(static_cast<size_t>(E));
+    for (int64_t i = i0; i < i1; ++i) {
+      index_scores(q + i * nih * idh, wts + i * nih, nih, idh, keys_t.data(), E, (ch.pos0 + i + 1) / ratio,
+                   softmax_scale, heads_scale, dots.data(), sc.data());
+      select(i, sc.data());
+    }
+  };
+  if (threads && n >= 2) {
+    pool->parallel_for(n, [&](int64_t b, int64_t e, int) { rows(b, e); });
+  } else if (threads) {  // one row (decode): its entries in ranges, then the selection
+    std::vector<float> dots(static_cast<size_t>(E)), sc(static_cast<size_t>(E));
+    const int64_t visible = (ch.pos0 + 1) / ratio;
+    pool->parallel_for(
+        E,
+        [&](int64_t e0, int64_t e1, int) {
+          index_scores(q, wts, nih, idh, keys_t.data() + e0, E, e1 - e0, visible - e0, softmax_scale, heads_scale,
+                       dots.data() + e0, sc.data() + e0);
+        },
+        8);
+    select(0, sc.data());
+  } else {
+    rows(0, n);
   }
   sh.has_topk = true;
 }
@@ -466,14 +503,16 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
   if (idx) {
     kernels::apply_rope(iq.data(), N, int(nih), int(idh), pos, rope_compress_, true, int(idh - R));
     fq4_rows(iq.data(), N * nih, idh, 32);
-    auto index_chunks = [&](int64_t b, int64_t e) {
+    auto index_chunks = [&](int64_t b, int64_t e, ThreadPool* inner) {
       for (int64_t ci = b; ci < e; ++ci) {
         const Chunk& ch = chunks[size_t(ci)];
-        index(l, ch, iq.data() + ch.row0 * nih * idh, iw.data() + ch.row0 * nih, shared[size_t(ci)]);
+        index(l, ch, iq.data() + ch.row0 * nih * idh, iw.data() + ch.row0 * nih, shared[size_t(ci)], inner);
       }
     };
-    if (per_chunk) pool->parallel_for(int64_t(chunks.size()), [&](int64_t b, int64_t e, int) { index_chunks(b, e); });
-    else index_chunks(0, int64_t(chunks.size()));
+    if (per_chunk)
+      pool->parallel_for(int64_t(chunks.size()), [&](int64_t b, int64_t e, int) { index_chunks(b, e, nullptr); });
+    else
+      index_chunks(0, int64_t(chunks.size()), pool);
   }
 
   // Attention per query over its window and its selected compressed entries, read from

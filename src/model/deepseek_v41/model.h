@@ -223,7 +223,9 @@ class DeepseekV41 {
   void compress(int64_t l, const Chunk& ch, const float* kv, const float* gate, ThreadPool* pool) const;
   // An index source's top-k per query of one chunk, from its rows of the indexer queries
   // q [n, heads, dim] (RoPE and FQ4 applied) and head weights w [n, heads].
-  void index(int64_t l, const Chunk& ch, const float* q, const float* w, Shared& sh) const;
+  // The indexer's selection for a chunk's rows; with a pool, its rows (or one row's entry
+  // ranges) are split over it.
+  void index(int64_t l, const Chunk& ch, const float* q, const float* w, Shared& sh, ThreadPool* pool) const;
 
   // y = x w^T; with activation quantization on and w FP8 or MXFP4, x's rows are first
   // fake-quantized to E4M3 per 32 values (power-of-two scales), as the reference's GEMMs.
