@@ -15,6 +15,7 @@
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "model/deepseek_v41/mhc.h"
+#include "model/deepseek_v41/chunk_tasks.h"
 #include "model/deepseek_v41/index_scores.h"
 #include "model/deepseek_v41/topk.h"
 #include "model/rope_params.h"
@@ -320,9 +321,6 @@ namespace {
 // One sequence's selection or attention runs on the pool from this many multiply-adds (a
 // decode step's heads over a window of 128 keys and more).
 constexpr int64_t kAttnParallelMacs = int64_t(1) << 17;
-// Chunks of at most this many rows (decode, speculative verify) run one per task when a
-// step has several.
-constexpr int64_t kSmallChunkRows = 16;
 }  // namespace
 
 void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const int32_t* pos, const float* a,
@@ -499,14 +497,7 @@ void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const in
       std::memcpy(window + ((ch.pos0 + i) % RW) * D, kvc + i * D, size_t(D) * 4);
   };
   const bool threads = pool && pool->size() > 1;
-  bool per_chunk = threads && chunks.size() >= 2;
-  for (const Chunk& ch : chunks) per_chunk = per_chunk && ch.n <= kSmallChunkRows;
-  if (per_chunk) {  // and of distinct sequences (one's later chunk reads what the earlier writes)
-    std::vector<const SeqMem*> seqs;
-    for (const Chunk& ch : chunks) seqs.push_back(ch.m);
-    std::sort(seqs.begin(), seqs.end());
-    per_chunk = std::adjacent_find(seqs.begin(), seqs.end()) == seqs.end();
-  }
+  const bool per_chunk = deepseek_v41::one_task_per_chunk(chunks, pool);
   if (per_chunk) {
     pool->parallel_for(int64_t(chunks.size()), [&](int64_t b, int64_t e, int) {
       for (int64_t ci = b; ci < e; ++ci) {

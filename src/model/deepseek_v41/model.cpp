@@ -13,6 +13,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_matmul.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "model/deepseek_v41/chunk_tasks.h"
 #include "model/deepseek_v41/index_scores.h"
 #include "model/deepseek_v41/mhc.h"
 #include "model/deepseek_v41/topk.h"
@@ -446,9 +447,6 @@ namespace {
 // Attention of one query block runs its (query, head) rows on the pool from this many
 // multiply-adds of scores (a decode step's 16 heads over a window of 128 keys and more).
 constexpr int64_t kAttnParallelMacs = int64_t(1) << 17;
-// Chunks of at most this many rows (decode, speculative verify) are attended one per task
-// when a step has several.
-constexpr int64_t kSmallChunkRows = 16;
 }  // namespace
 
 void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const int32_t* pos, const float* a,
@@ -492,14 +490,7 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
       compress(l, ch, ckv.data() + ch.row0 * D, ratio > 1 ? cgate.data() + ch.row0 * D : nullptr, pool);
   // Decode and verify steps of several sequences: the indexer and the attention run a task
   // per sequence (each writes only its own rows, its Shared entry and its window ring).
-  bool per_chunk = chunks.size() >= 2 && pool && pool->size() > 1;
-  for (const Chunk& ch : chunks) per_chunk = per_chunk && ch.n <= kSmallChunkRows;
-  if (per_chunk) {  // and of distinct sequences (one's later chunk reads what the earlier writes)
-    std::vector<const SeqMem*> seqs;
-    for (const Chunk& ch : chunks) seqs.push_back(ch.m);
-    std::sort(seqs.begin(), seqs.end());
-    per_chunk = std::adjacent_find(seqs.begin(), seqs.end()) == seqs.end();
-  }
+  const bool per_chunk = one_task_per_chunk(chunks, pool);
   if (idx) {
     kernels::apply_rope(iq.data(), N, int(nih), int(idh), pos, rope_compress_, true, int(idh - R));
     fq4_rows(iq.data(), N * nih, idh, 32);
