@@ -112,7 +112,9 @@ void matmul_packed_many_isa(Isa isa, const float* x, int64_t m, std::span<const 
     GANNET_CHECK(p.w->k == products[0].w->k, "grouped products of one x need one k: ", p.w->k, " vs ",
                  products[0].w->k);
     const ColsFn cols = pick_cols(isa, *p.w, m);
-    if ((cols == avx512_panel_cols && m >= kLaneMinRows) || (cols == avx2::matmul_packed_cols && m >= kLaneMinRowsAvx2)) {
+    const bool lane = (cols == avx512_panel_cols && m >= kLaneMinRows) ||
+                      (cols == avx2::matmul_packed_cols && m >= kLaneMinRowsAvx2);
+    if (lane) {
       LaneWeight lw;  // the lane GEMM parallelizes itself
       lw.packed = p.w;
       if (p.w->n > 0) lane_matmul(isa, LaneOrder::kF32, x, m, p.w->k, lw, p.w->n, p.y, pool);

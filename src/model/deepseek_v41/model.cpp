@@ -384,8 +384,6 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float*
       for (int64_t c = 0; c < idh; ++c) keys_t[size_t(c * E + e)] = key[size_t(c)];
     }
   };
-  if (threads) pool->parallel_for(E, [&](int64_t b, int64_t e, int) { unpack(b, e); }, 8);
-  else unpack(0, E);
   if (is_cand_src) {
     sh.cand.assign(size_t(n), {});
     sh.has_cand = true;
@@ -424,20 +422,23 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float*
       select(i, sc.data());
     }
   };
-  if (threads && n >= 2) {
-    pool->parallel_for(n, [&](int64_t b, int64_t e, int) { rows(b, e); });
-  } else if (threads) {  // one row (decode): its entries in ranges, then the selection
+  if (threads && n == 1) {  // decode: each task unpacks and scores a range of entries
     std::vector<float> dots(static_cast<size_t>(E)), sc(static_cast<size_t>(E));
     const int64_t visible = (ch.pos0 + 1) / ratio;
     pool->parallel_for(
         E,
         [&](int64_t e0, int64_t e1, int) {
+          unpack(e0, e1);
           index_scores(q, wts, nih, idh, keys_t.data() + e0, E, e1 - e0, visible - e0, softmax_scale, heads_scale,
                        dots.data() + e0, sc.data() + e0);
         },
         8);
     select(0, sc.data());
+  } else if (threads) {  // every row needs every key: all unpacked first, then rows split
+    pool->parallel_for(E, [&](int64_t b, int64_t e, int) { unpack(b, e); }, 8);
+    pool->parallel_for(n, [&](int64_t b, int64_t e, int) { rows(b, e); });
   } else {
+    unpack(0, E);
     rows(0, n);
   }
   sh.has_topk = true;
@@ -511,7 +512,7 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
   std::vector<float> o(size_t(N * H * D), 0.0f);
   const float scale = 1.0f / std::sqrt(float(D));
   struct Scratch {
-    std::vector<float> past, ents, kbuf, sbuf, sc;
+    std::vector<float> past, ents, kbuf, sbuf;
     std::vector<int32_t> ublock, slot_of;  // slot_of: entry -> row of `ents`, -1 until loaded
     std::vector<std::vector<int32_t>> cols;  // per query of a block: its key rows in kbuf
   };

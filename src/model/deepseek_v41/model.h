@@ -222,9 +222,8 @@ class DeepseekV41 {
   // projections kv and gate [n, head_dim] (gate unused at ratio 1).
   void compress(int64_t l, const Chunk& ch, const float* kv, const float* gate, ThreadPool* pool) const;
   // An index source's top-k per query of one chunk, from its rows of the indexer queries
-  // q [n, heads, dim] (RoPE and FQ4 applied) and head weights w [n, heads].
-  // The indexer's selection for a chunk's rows; with a pool, its rows (or one row's entry
-  // ranges) are split over it.
+  // q [n, heads, dim] (RoPE and FQ4 applied) and head weights w [n, heads]; with a pool,
+  // its rows (or one row's entry ranges) are split over it.
   void index(int64_t l, const Chunk& ch, const float* q, const float* w, Shared& sh, ThreadPool* pool) const;
 
   // y = x w^T; with activation quantization on and w FP8 or MXFP4, x's rows are first
