@@ -76,6 +76,9 @@ void BM_PackedMatmulFp8E8m0(benchmark::State& state) { packed_matmul(state, true
 void args(benchmark::internal::Benchmark* b) {
   for (int f = 0; f <= int(WeightFormat::kInt8Row); ++f) {
     b->Args({f, 2048, 2048, 1, 1});  // one thread: the kernel alone, no pool on a busy machine
+    b->Args({f, 2048, 2048, 2, 1});  // the few-row kernels alone (a MoE expert's rows at batch 32)
+    b->Args({f, 2048, 2048, 3, 1});
+    b->Args({f, 2048, 2048, 5, 1});
     b->Args({f, 2048, 2048, 1, 2});
     b->Args({f, 2048, 2048, 5, 2});  // a speculative verify step of 4 drafts
     b->Args({f, 2048, 2048, 16, 2});  // decode at batch 16
