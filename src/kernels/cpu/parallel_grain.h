@@ -1,5 +1,5 @@
 // How the matrix products split work over the thread pool (matmul, packed_matmul,
-// lane_gemm). Which thread computes an output never changes its bits: these are speed
+// lane_gemm; kMinParallelMacs also for DeepSeek's attention and indexer). Which thread computes an output never changes its bits: these are speed
 // decisions only.
 #pragma once
 

@@ -13,6 +13,7 @@
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/parallel_grain.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "model/deepseek_v41/mhc.h"
 #include "model/deepseek_v41/chunk_tasks.h"
@@ -317,12 +318,6 @@ std::vector<float> DeepseekV4::compress(const Compressor& cp, int64_t m, const f
   return out;
 }
 
-namespace {
-// One sequence's selection or attention runs on the pool from this many multiply-adds (a
-// decode step's heads over a window of 128 keys and more).
-constexpr int64_t kAttnParallelMacs = int64_t(1) << 17;
-}  // namespace
-
 void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const int32_t* pos, const float* a,
                            int64_t N, float* out, ThreadPool* pool) const {
   const Layer& ly = layers_[size_t(l)];
@@ -511,13 +506,13 @@ void DeepseekV4::attention(int64_t l, const std::vector<Chunk>& chunks, const in
     for (size_t ci = 0; ci < chunks.size(); ++ci) {
       const int64_t n = chunks[ci].n;
       compress_chunk(ci);
-      if (threads && ratio == 4 && n * prep[ci].E * nih * idh >= kAttnParallelMacs)
+      if (threads && ratio == 4 && n * prep[ci].E * nih * idh >= kernels::kMinParallelMacs)
         pool->parallel_for(n, [&](int64_t b, int64_t e, int) { select_rows(ci, b, e); });
       else
         select_rows(ci, 0, n);
       int64_t macs = 0;
       for (int64_t i = 0; i < n; ++i) macs += keys_of(ci, i) * H * D;
-      if (threads && macs >= kAttnParallelMacs)
+      if (threads && macs >= kernels::kMinParallelMacs)
         pool->parallel_for(n * H, [&](int64_t b, int64_t e, int) { attend_rows(ci, b, e); });
       else
         attend_rows(ci, 0, n * H);

@@ -12,6 +12,7 @@
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/packed_matmul.h"
+#include "kernels/cpu/parallel_grain.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "model/deepseek_v41/chunk_tasks.h"
 #include "model/deepseek_v41/index_scores.h"
@@ -359,11 +360,6 @@ void DeepseekV41::compress(int64_t l, const Chunk& ch, const float* kv, const fl
       store_entry(entry(mem, l, entry_ids[size_t(g)]), latent.data() + g * D, kn.data() + g * idh);
 }
 
-namespace {
-// The indexer of one chunk runs on the pool from this many multiply-adds of scores.
-constexpr int64_t kIndexParallelMacs = int64_t(1) << 17;
-}  // namespace
-
 void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float* wts, Shared& sh,
                         ThreadPool* pool) const {
   const SeqMem& mem = *ch.m;
@@ -374,7 +370,7 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float*
   const float softmax_scale = 1.0f / std::sqrt(float(idh)), heads_scale = 1.0f / std::sqrt(float(nih));
   const bool is_cand_src = l == c_.candidate_source_layer_id;
   const bool use_cand = !is_cand_src && c_.candidate_source_layer_id >= 0 && c_.candidate_source_layer_id < l && sh.has_cand;
-  const bool threads = pool && pool->size() > 1 && n * E * nih * idh >= kIndexParallelMacs;
+  const bool threads = pool && pool->size() > 1 && n * E * nih * idh >= kernels::kMinParallelMacs;
   std::vector<float> keys_t(static_cast<size_t>(E * idh));
   // Entries [e0, e1): their keys, transposed.
   auto unpack = [&](int64_t e0, int64_t e1) {
@@ -443,12 +439,6 @@ void DeepseekV41::index(int64_t l, const Chunk& ch, const float* q, const float*
   }
   sh.has_topk = true;
 }
-
-namespace {
-// Attention of one query block runs its (query, head) rows on the pool from this many
-// multiply-adds of scores (a decode step's 16 heads over a window of 128 keys and more).
-constexpr int64_t kAttnParallelMacs = int64_t(1) << 17;
-}  // namespace
 
 void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const int32_t* pos, const float* a,
                             int64_t rows, std::vector<Shared>& shared, float* out, ThreadPool* pool) const {
@@ -612,7 +602,7 @@ void DeepseekV41::attention(int64_t l, const std::vector<Chunk>& chunks, const i
         }
       };
       const int64_t units = nq * H;
-      if (inner && inner->size() > 1 && units * nk * D >= kAttnParallelMacs)
+      if (inner && inner->size() > 1 && units * nk * D >= kernels::kMinParallelMacs)
         inner->parallel_for(units, [&](int64_t b, int64_t e, int) { rows(b, e); });
       else
         rows(0, units);
