@@ -45,7 +45,7 @@ void attend_one(const float* q, int head_dim, float scale, int64_t n_ctx, const 
       __m256 e = exp(_mm256_sub_ps(_mm256_maskload_ps(scores + j, k), vm));
       e = _mm256_and_ps(e, _mm256_castsi256_ps(k));
       sum[h] = _mm256_add_ps(sum[h], e);
-      _mm256_maskstore_ps(scores + j, k, e);
+      store_first(scores + j, e, n_ctx - j);
     }
   const __m256 total = _mm256_set1_ps(tree_reduce(sum[0], sum[1]));
 
@@ -66,7 +66,7 @@ void attend_one(const float* q, int head_dim, float scale, int64_t n_ctx, const 
         acc[c] = _mm256_fmadd_ps(p, _mm256_maskload_ps(vp + 8 * c, mask[c]), acc[c]);
     }
     for (int c = 0; c < gc; ++c)
-      _mm256_maskstore_ps(out + 8 * (c0 + c), mask[c], _mm256_div_ps(acc[c], total));
+      store_first(out + 8 * (c0 + c), _mm256_div_ps(acc[c], total), head_dim - 8 * (c0 + c));
   }
 }
 

@@ -149,7 +149,7 @@ void tree_store(const float* p, int64_t tiles, int64_t row0, int64_t m, int64_t 
         GANNET_UNROLL for (int l = 0; l < 4; ++l) a[l] = _mm256_add_ps(a[l], a[l + 4]);
         GANNET_UNROLL for (int l = 0; l < 2; ++l) a[l] = _mm256_add_ps(a[l], a[l + 2]);
         a[0] = _mm256_add_ps(a[0], a[1]);
-        _mm256_maskstore_ps(y + row * ldy + 8 * v, first_lanes(ncols - 8 * v), a[0]);
+        store_first(y + row * ldy + 8 * v, a[0], ncols - 8 * v);
       }
     }
 }
@@ -177,7 +177,6 @@ inline __m256 even_of(__m256 a, __m256 b) {
 
 void lane_pack_x(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t t0, int64_t t1, float* xp) {
   const int64_t S = lane_steps(order, k);
-  const __m256i tile_rows = first_lanes(kMr);
   auto load = [&](int64_t row, int64_t col) {  // 8 floats of x from col, +0 past k or m
     return row < m && col < k ? _mm256_maskload_ps(x + row * k + col, first_lanes(k - col)) : _mm256_setzero_ps();
   };
@@ -191,7 +190,7 @@ void lane_pack_x(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t 
           __m256 r[8];
           GANNET_UNROLL for (int i = 0; i < 8; ++i) r[i] = i < kMr ? load(t * kMr + i, 16 * c + 8 * h) : _mm256_setzero_ps();
           transpose8(r);
-          GANNET_UNROLL for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(xt + ((8 * h + q) * S + c) * kMr, tile_rows, r[q]);
+          GANNET_UNROLL for (int q = 0; q < 8; ++q) store_first(xt + ((8 * h + q) * S + c) * kMr, r[q], kMr);
         }
       continue;
     }
@@ -213,8 +212,8 @@ void lane_pack_x(LaneOrder order, const float* x, int64_t m, int64_t k, int64_t 
         transpose8(odd);
         transpose8(even);
         GANNET_UNROLL for (int q = 0; q < 8; ++q) {
-          _mm256_maskstore_ps(xt + ((8 * h + q) * S + 2 * c) * kMr, tile_rows, odd[q]);
-          _mm256_maskstore_ps(xt + ((8 * h + q) * S + 2 * c + 1) * kMr, tile_rows, even[q]);
+          store_first(xt + ((8 * h + q) * S + 2 * c) * kMr, odd[q], kMr);
+          store_first(xt + ((8 * h + q) * S + 2 * c + 1) * kMr, even[q], kMr);
         }
       }
   }

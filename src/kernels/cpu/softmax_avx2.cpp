@@ -34,12 +34,12 @@ void softmax(float* x, int64_t n) {
       __m256 e = exp(_mm256_sub_ps(_mm256_maskload_ps(x + j, k), m));
       e = _mm256_and_ps(e, _mm256_castsi256_ps(k));  // padded lanes add +0
       acc[h] = _mm256_add_ps(acc[h], e);
-      _mm256_maskstore_ps(x + j, k, e);
+      store_first(x + j, e, n - j);
     }
   const __m256 sum = _mm256_set1_ps(tree_reduce(acc[0], acc[1]));
   for (int64_t i = 0; i < n; i += 8) {
     __m256i k = mask8(n - i);
-    _mm256_maskstore_ps(x + i, k, _mm256_div_ps(_mm256_maskload_ps(x + i, k), sum));
+    store_first(x + i, _mm256_div_ps(_mm256_maskload_ps(x + i, k), sum), n - i);
   }
 }
 
