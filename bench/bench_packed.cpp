@@ -93,6 +93,8 @@ BENCHMARK(BM_PackedMatmul)->Apply(args)->Unit(benchmark::kMicrosecond)->UseRealT
 BENCHMARK(BM_PackedMatmulFp8E8m0)
     ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 1, 1})
     ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 1, 2})
+    ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 2, 1})  // the few-row kernels alone
+    ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 5, 1})
     ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 5, 2})  // a verify step of 4 drafts
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();

@@ -296,11 +296,13 @@ void tile(const float* x, int64_t k, const float* wb, int64_t ld, float* y) {
 //   bf16 (few rows only)  widened and shifted into f32, no scale;
 //   mxfp4 (a whole 32-element scale block at a time, see mxfp4_block).
 
-enum class Fast { kFp8Plain, kInt8, kMxfp4Lanes, kBF16 };  // kBF16: few-row products only
+// kBF16: few-row products only; kFp8Folded: few-row FP8 against x with the scale folded
+// in (fp8_folded_rows: no scale in the decode).
+enum class Fast { kFp8Plain, kInt8, kMxfp4Lanes, kBF16, kFp8Folded };
 
 template <Fast D>
 constexpr WeightFormat fast_format() {
-  return D == Fast::kFp8Plain ? WeightFormat::kFp8Block
+  return D == Fast::kFp8Plain || D == Fast::kFp8Folded ? WeightFormat::kFp8Block
          : D == Fast::kInt8     ? WeightFormat::kInt8Row
          : D == Fast::kBF16     ? WeightFormat::kBF16
                                 : WeightFormat::kMxfp4;
@@ -328,6 +330,14 @@ template <Fast D>
     const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16(int16_t(0xbfff)));
     lo = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), t);
     hi = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), t);
+  } else if constexpr (D == Fast::kFp8Folded) {  // unscaled (the scale is in x): t unused
+    // E4M3 straight into f32 bits, v / 2^120 exactly (see fp8_scale_x)
+    (void)t;
+    const __m256i keep = _mm256_set1_epi32(int32_t(0x87ffffffu));
+    const __m256i l = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + c)));
+    const __m256i h = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + c + 8)));
+    lo = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(l, 20), keep));
+    hi = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(h, 20), keep));
   } else if constexpr (D == Fast::kBF16) {  // unscaled: t unused
     (void)t;
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + c * 2));
@@ -462,9 +472,10 @@ template <Fast D, int MR, int NR>
 [[gnu::noinline]] void gemv_fast(const float* x, const PackedWeight& w, int64_t r0, int64_t nr, float* y, int64_t ldy,
                                  int64_t kbeg = 0, int64_t kend = -1, __m256* part = nullptr) {
   constexpr WeightFormat F = fast_format<D>();
-  const int64_t k = w.k, rb = w.row_bytes(), nb = D == Fast::kBF16 ? 0 : w.scale_cols();
-  // int8: the row's one scale (column 0's); bf16: none (one "block", t unused)
-  const int64_t bk = D == Fast::kInt8 || D == Fast::kBF16 ? k : w.block_k;
+  constexpr bool kUnscaled = D == Fast::kBF16 || D == Fast::kFp8Folded;
+  const int64_t k = w.k, rb = w.row_bytes(), nb = kUnscaled ? 0 : w.scale_cols();
+  // int8: the row's one scale (column 0's); bf16 and folded FP8: none (one "block", t unused)
+  const int64_t bk = D == Fast::kInt8 || kUnscaled ? k : w.block_k;
   const bool e8m0 = w.scale_dtype == DType::F8_E8M0;
   const int64_t sbytes = e8m0 ? 1 : 4;
   const uint8_t* p[NR];
@@ -473,7 +484,7 @@ template <Fast D, int MR, int NR>
   GANNET_UNROLL for (int j = 0; j < NR; ++j) {
     const int64_t r = r0 + std::min<int64_t>(j, nr - 1);
     p[j] = static_cast<const uint8_t*>(w.data) + r * rb;
-    s[j] = D == Fast::kBF16 ? nullptr : static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * nb * sbytes;
+    s[j] = kUnscaled ? nullptr : static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * nb * sbytes;
     t[j] = _mm256_setzero_ps();
     GANNET_UNROLL for (int i = 0; i < MR; ++i) {
       al[i][j] = kbeg > 0 ? part[2 * (i * NR + j)] : _mm256_setzero_ps();
@@ -482,7 +493,7 @@ template <Fast D, int MR, int NR>
   }
   if (kend < 0) kend = k;
   int64_t blk = kbeg / bk, next_block = (blk + 1) * bk;  // the scale block of column kbeg
-  if constexpr (D != Fast::kBF16 && D != Fast::kMxfp4Lanes)
+  if constexpr (!kUnscaled && D != Fast::kMxfp4Lanes)
     GANNET_UNROLL for (int j = 0; j < NR; ++j) t[j] = fast_scale<D>(e8m0, s[j], blk);
   const Mxfp4Table* const tables = D == Fast::kMxfp4Lanes ? mxfp4_tables() : nullptr;
   constexpr int64_t kLineElems = 64 * 16 / packed_bytes(F, 16);  // elements in one 64-byte line
@@ -498,7 +509,7 @@ template <Fast D, int MR, int NR>
       continue;
     }
     for (int64_t c = c0; c < c1; c += 16) {
-      if constexpr (D != Fast::kBF16 && D != Fast::kMxfp4Lanes) {
+      if constexpr (!kUnscaled && D != Fast::kMxfp4Lanes) {
         if (c == next_block) {  // the next scale block
           ++blk, next_block += bk;
           GANNET_UNROLL for (int j = 0; j < NR; ++j) t[j] = fast_scale<D>(e8m0, s[j], blk);
@@ -641,10 +652,35 @@ inline void fp8_folded_rows(const float* x, const PackedWeight& w, int64_t n0, i
   }
 }
 
+// The same for MR (2-5) x rows (a speculative verify step): each x row scaled per scale
+// block row, then gemv_fast's few-row product with a decode that has no multiply. The two
+// multiplies per 16 weights it saves share the FMA pipes with the 2 * MR FMAs. A block
+// row where some x row misses fp8_scale_x's conditions runs the unfolded product.
+template <int MR>
+void fp8_folded_few_rows(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  const int64_t k = w.k;
+  float* const xs = thread_scratch(ScratchSlot::kPackedAvx2XLanes, size_t(MR * k));
+  const auto* scales = static_cast<const uint8_t*>(w.scales);
+  const bool e8m0 = w.scale_dtype == DType::F8_E8M0;
+  const int64_t srow_bytes = w.scale_cols() * (e8m0 ? 1 : 4);
+  for (int64_t b0 = n0; b0 < n1;) {
+    const int64_t br = b0 / w.block_n, b1 = std::min(n1, (br + 1) * w.block_n);
+    bool folded = true;
+    for (int i = 0; i < MR && folded; ++i)
+      folded = fp8_scale_x(x + i * k, k, w.block_k, e8m0, scales + br * srow_bytes, xs + i * k);
+    if (folded) gemv_fast_rows<Fast::kFp8Folded, MR>(xs, w, b0, b1, y, ldy);
+    else gemv_fast_rows<Fast::kFp8Plain, MR>(x, w, b0, b1, y, ldy);
+    b0 = b1;
+  }
+}
+
 template <Fast D, int MR>
 void fast_rows(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  if constexpr (D == Fast::kFp8Plain && MR == 1) {
-    if (w.scale_dtype == DType::F8_E8M0 || w.scale_dtype == DType::F32) return fp8_folded_rows(x, w, n0, n1, y);
+  if constexpr (D == Fast::kFp8Plain) {
+    if (w.scale_dtype == DType::F8_E8M0 || w.scale_dtype == DType::F32) {
+      if constexpr (MR == 1) return fp8_folded_rows(x, w, n0, n1, y);
+      else return fp8_folded_few_rows<MR>(x, w, n0, n1, y, ldy);
+    }
   }
   gemv_fast_rows<D, MR>(x, w, n0, n1, y, ldy);
 }
@@ -730,6 +766,7 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
           case Fast::kInt8: return fast_cols<Fast::kInt8>(x, m, w, n0, n1, y, ldy);
           case Fast::kMxfp4Lanes: return fast_cols<Fast::kMxfp4Lanes>(x, m, w, n0, n1, y, ldy);
           case Fast::kBF16: return fast_cols<Fast::kBF16>(x, m, w, n0, n1, y, ldy);
+          case Fast::kFp8Folded: break;  // chosen inside fast_rows, never by fast_gemv_for
         }
       }
     }
