@@ -79,6 +79,7 @@ void args(benchmark::internal::Benchmark* b) {
     b->Args({f, 2048, 2048, 2, 1});  // the few-row kernels alone (a MoE expert's rows at batch 32)
     b->Args({f, 2048, 2048, 3, 1});
     b->Args({f, 2048, 2048, 5, 1});
+    b->Args({f, 2048, 2048, 32, 1});  // the prefill path alone at a decode batch of 32 (AVX2: 5 1/3 tiles)
     b->Args({f, 2048, 2048, 1, 2});
     b->Args({f, 2048, 2048, 5, 2});  // a speculative verify step of 4 drafts
     b->Args({f, 2048, 2048, 16, 2});  // decode at batch 16

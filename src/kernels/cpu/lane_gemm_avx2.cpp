@@ -109,26 +109,41 @@ void pack_w_bf16(const uint16_t* w, int64_t ld, int64_t rows, int64_t k, int64_t
       }
 }
 
-// One lane, `steps` steps, of a kMr x 16 tile: p [kMr][16] (rows ldp floats apart) =
-// (kFirst ? +0 : p) + x (.) w. xp: [steps][kMr], wp: [steps][16].
-template <bool kFirst>
-void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp) {
-  __m256 acc[kMr][2];
-  GANNET_UNROLL for (int i = 0; i < kMr; ++i) {
+// One lane, `steps` steps, of the first R rows of a kMr x 16 tile: p [R][16] (rows ldp
+// floats apart) = (kFirst ? +0 : p) + x (.) w. xp: [steps][kMr], wp: [steps][16]. The
+// last tile of a product whose m is not a multiple of kMr runs only its live rows (m = 32,
+// a decode batch: 32 rows computed instead of 36).
+template <bool kFirst, int R>
+void micro_rows(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp) {
+  __m256 acc[R][2];
+  GANNET_UNROLL for (int i = 0; i < R; ++i) {
     acc[i][0] = kFirst ? _mm256_setzero_ps() : _mm256_loadu_ps(p + i * ldp);
     acc[i][1] = kFirst ? _mm256_setzero_ps() : _mm256_loadu_ps(p + i * ldp + 8);
   }
   for (int64_t s = 0; s < steps; ++s, xp += kMr, wp += kNr) {
     const __m256 w0 = _mm256_loadu_ps(wp), w1 = _mm256_loadu_ps(wp + 8);
-    GANNET_UNROLL for (int i = 0; i < kMr; ++i) {
+    GANNET_UNROLL for (int i = 0; i < R; ++i) {
       const __m256 xb = _mm256_broadcast_ss(xp + i);
       acc[i][0] = _mm256_fmadd_ps(xb, w0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(xb, w1, acc[i][1]);
     }
   }
-  GANNET_UNROLL for (int i = 0; i < kMr; ++i) {
+  GANNET_UNROLL for (int i = 0; i < R; ++i) {
     _mm256_storeu_ps(p + i * ldp, acc[i][0]);
     _mm256_storeu_ps(p + i * ldp + 8, acc[i][1]);
+  }
+}
+
+template <bool kFirst>
+void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp, int rows) {
+  static_assert(kMr == 6);
+  switch (rows) {
+    case 1: return micro_rows<kFirst, 1>(xp, wp, steps, p, ldp);
+    case 2: return micro_rows<kFirst, 2>(xp, wp, steps, p, ldp);
+    case 3: return micro_rows<kFirst, 3>(xp, wp, steps, p, ldp);
+    case 4: return micro_rows<kFirst, 4>(xp, wp, steps, p, ldp);
+    case 5: return micro_rows<kFirst, 5>(xp, wp, steps, p, ldp);
+    default: return micro_rows<kFirst, kMr>(xp, wp, steps, p, ldp);
   }
 }
 
@@ -232,8 +247,8 @@ struct Kernel {
   }
   static void dequant(const PackedWeight& w, int64_t r0, int64_t nr, float* rows) { dequant_rows(w, r0, r0 + nr, rows); }
   template <bool kFirst>
-  static void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp) {
-    avx2::micro<kFirst>(xp, wp, steps, p, ldp);
+  static void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp, int rows) {
+    avx2::micro<kFirst>(xp, wp, steps, p, ldp, rows);
   }
   static void tree_store(const float* p, int64_t tiles, int64_t row0, int64_t m, int64_t ncols, float* y, int64_t ldy) {
     avx2::tree_store(p, tiles, row0, m, ncols, y, ldy);

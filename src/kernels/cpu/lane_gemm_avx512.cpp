@@ -214,8 +214,8 @@ struct Kernel {
   }
   static void dequant(const PackedWeight& w, int64_t r0, int64_t nr, float* rows) { dequant_rows(w, r0, r0 + nr, rows); }
   template <bool kFirst>
-  static void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp) {
-    avx512::micro<kFirst>(xp, wp, steps, p, ldp);
+  static void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp, int /*rows*/) {
+    avx512::micro<kFirst>(xp, wp, steps, p, ldp);  // all 12 rows: a partial tile's padding too
   }
   static void tree_store(const float* p, int64_t tiles, int64_t row0, int64_t m, int64_t ncols, float* y, int64_t ldy) {
     avx512::tree_store(p, tiles, row0, m, ncols, y, ldy);

@@ -4,7 +4,9 @@
 //   kMr, kNr, kStepBlock, kBlockBytes        tile shape and cache budgets
 //   w_lane_stride(S)                         floats between the lanes of a packed panel
 //   pack_w_f32 / pack_w_bf16(w, ld, rows, k, S, wb), dequant(w, r0, nr, rows)
-//   micro<first>(xp, wp, steps, p, ldp), tree_store(p, tiles, row0, m, ncols, y, ldy)
+//   micro<first>(xp, wp, steps, p, ldp, rows), tree_store(p, tiles, row0, m, ncols, y, ldy)
+//     (micro computes at least the tile's first `rows` rows, the ones below m; the tree
+//     reads no others)
 // Include only from lane_gemm_*.cpp.
 #pragma once
 
@@ -64,8 +66,9 @@ void lane_gemm_cols_blocked(LaneOrder order, const float* xp, int64_t m, int64_t
             for (int64_t t = tb; t < te; ++t) {
               const float* xl = xp + ((t * 16 + l) * S + s0) * kMr;
               float* pt = pl + (t - tb) * kMr * 16 * kNr;
-              if (s0 == 0) K::template micro<true>(xl, wl, steps, pt, 16 * kNr);
-              else K::template micro<false>(xl, wl, steps, pt, 16 * kNr);
+              const int rows = int(std::min<int64_t>(kMr, m - t * kMr));  // the tile's rows below m
+              if (s0 == 0) K::template micro<true>(xl, wl, steps, pt, 16 * kNr, rows);
+              else K::template micro<false>(xl, wl, steps, pt, 16 * kNr, rows);
             }
           }
         }
