@@ -152,12 +152,13 @@ TEST(KernelsPackedCodes, EveryMxfp4CodeAndScale) {
   }
 }
 
-// FP8 with power-of-two scales (E8M0 or f32): the AVX2 decode GEMV (one x row) folds the
-// scale (times 2^120) into x where x times it stays finite and every code's value * s is
-// exact. x that overflows, infinities and NaN must take the unfolded route and give the
-// reference's bits; a row of tiny x makes products in the subnormal range, where any lost
-// bit would show in the output; scale codes 9 and 10 lie either side of the fold's lower
-// bound. The same x as the first of 2-8 rows runs the few-row GEMVs on the same codes.
+// FP8 with power-of-two scales (E8M0 or f32): the AVX2 decode GEMVs (one x row, and 2-5
+// rows) fold the scale (times 2^120) into x where x times it stays finite and every
+// code's value * s is exact. x that overflows, infinities and NaN must take the unfolded
+// route and give the reference's bits; a row of tiny x makes products in the subnormal
+// range, where any lost bit would show in the output; scale codes 9 and 10 lie either side
+// of the fold's lower bound. The same x as the first or the last of 2-8 rows runs the
+// few-row GEMVs on the same codes.
 TEST(KernelsPackedCodes, Fp8ScalesFoldedIntoXKeepTheBits) {
   const int64_t n = 70, k = 256;  // block rows of 32: two whole, one partial
   std::vector<uint8_t> codes(size_t(n * k));
@@ -202,26 +203,30 @@ TEST(KernelsPackedCodes, Fp8ScalesFoldedIntoXKeepTheBits) {
         default: break;
       }
       // 1 x row (decode), and 2, 3, 5 or 8 (a verify step, a small batch: one w decode for
-      // several rows), the first of them x, the rest ordinary
-      for (int64_t m : {1, 2, 3, 5, 8}) {
-        std::vector<float> xm(x);
-        xm.resize(size_t(m * k));
-        for (size_t i = size_t(k); i < xm.size(); ++i) xm[i] = nd(g);
-        ref.assign(size_t(m * n), 0.0f);
-        got.assign(size_t(m * n), 0.0f);
-        matmul_packed_ref(xm.data(), m, w, ref.data());
-        for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-          if (!isa_supported(isa)) continue;
-          std::fill(got.begin(), got.end(), -1.0f);
-          matmul_packed_isa(isa, xm.data(), m, w, got.data(), nullptr);
-          for (int64_t j = 0; j < m * n; ++j) {
-            const bool both_nan = std::isnan(ref[size_t(j)]) && std::isnan(got[size_t(j)]);
-            ASSERT_TRUE(both_nan || std::memcmp(&ref[size_t(j)], &got[size_t(j)], 4) == 0)
-                << (e8m0 ? "e8m0" : "f32") << " scale code " << scale_code << " x kind " << x_kind << " m " << m << " "
-                << isa_name(isa) << " output " << j << ": ref " << ref[size_t(j)] << " got " << got[size_t(j)];
+      // several rows), x first or last, the others ordinary: the few-row kernels fold the
+      // scale only where every row passes the check
+      for (int64_t m : {1, 2, 3, 5, 8})
+        for (const bool last : {false, true}) {
+          if (last && m == 1) continue;
+          std::vector<float> xm(size_t(m * k));
+          for (float& v : xm) v = nd(g);
+          std::copy(x.begin(), x.end(), xm.begin() + (last ? (m - 1) * k : 0));
+          ref.assign(size_t(m * n), 0.0f);
+          got.assign(size_t(m * n), 0.0f);
+          matmul_packed_ref(xm.data(), m, w, ref.data());
+          for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+            if (!isa_supported(isa)) continue;
+            std::fill(got.begin(), got.end(), -1.0f);
+            matmul_packed_isa(isa, xm.data(), m, w, got.data(), nullptr);
+            for (int64_t j = 0; j < m * n; ++j) {
+              const bool both_nan = std::isnan(ref[size_t(j)]) && std::isnan(got[size_t(j)]);
+              ASSERT_TRUE(both_nan || std::memcmp(&ref[size_t(j)], &got[size_t(j)], 4) == 0)
+                  << (e8m0 ? "e8m0" : "f32") << " scale code " << scale_code << " x kind " << x_kind << " m " << m
+                  << (last ? " (x last) " : " ") << isa_name(isa) << " output " << j << ": ref " << ref[size_t(j)]
+                  << " got " << got[size_t(j)];
+            }
           }
         }
-      }
     }
   }
 }

@@ -66,9 +66,9 @@ void lane_gemm_cols_blocked(LaneOrder order, const float* xp, int64_t m, int64_t
             for (int64_t t = tb; t < te; ++t) {
               const float* xl = xp + ((t * 16 + l) * S + s0) * kMr;
               float* pt = pl + (t - tb) * kMr * 16 * kNr;
-              const int rows = int(std::min<int64_t>(kMr, m - t * kMr));  // the tile's rows below m
-              if (s0 == 0) K::template micro<true>(xl, wl, steps, pt, 16 * kNr, rows);
-              else K::template micro<false>(xl, wl, steps, pt, 16 * kNr, rows);
+              const int live = int(std::min<int64_t>(kMr, m - t * kMr));  // the tile's rows below m
+              if (s0 == 0) K::template micro<true>(xl, wl, steps, pt, 16 * kNr, live);
+              else K::template micro<false>(xl, wl, steps, pt, 16 * kNr, live);
             }
           }
         }

@@ -292,12 +292,14 @@ void tile(const float* x, int64_t k, const float* wb, int64_t ld, float* y) {
 // Decoders, per 16 elements of a row:
 //   fp8 (fp8_plain: no NaN code, finite scales below 2^8; the load-time scan)  the f16 route
 //        of fp8_div256 times scale * 2^8, with no per-chunk NaN test;
+//   fp8 folded (2-5 rows, power-of-two scales already in x; fp8_folded_few_rows)  the
+//        E4M3 bits shifted straight into f32, no multiply;
 //   int8  sign-extend, convert (exact), times the row's scale;
 //   bf16 (few rows only)  widened and shifted into f32, no scale;
 //   mxfp4 (a whole 32-element scale block at a time, see mxfp4_block).
 
 // kBF16: few-row products only; kFp8Folded: few-row FP8 against x with the scale folded
-// in (fp8_folded_rows: no scale in the decode).
+// in (fp8_folded_few_rows: no scale in the decode).
 enum class Fast { kFp8Plain, kInt8, kMxfp4Lanes, kBF16, kFp8Folded };
 
 template <Fast D>
@@ -557,7 +559,7 @@ inline bool fast_gemv_for(const PackedWeight& w, Fast* d, bool few = false) {
 // block decode needs no per-row scale or sign registers).
 constexpr int kFastNr = 4;
 
-// ---- FP8 at one x row with power-of-two scales (E8M0, or f32 powers of two): the scale folded into x ----
+// ---- FP8 with power-of-two scales (E8M0, or f32 powers of two): the scale folded into x ----
 //
 // With s = 2^e, the reference's element is round(v * s) for the E4M3 value v, and E4M3
 // straight into f32 bits reads v / 2^120 exactly (the sign-extended byte shifted left by

@@ -17,7 +17,7 @@ namespace gannet::kernels {
 enum class ScratchSlot : int {
   kPackedAvx2Dequant,   // packed_matmul_avx2: [kNr, ld] dequantised rows
   kPackedAvx512XLanes,  // packed_matmul_avx512: x in a lane order
-  kPackedAvx2XLanes,    // packed_matmul_avx2: x in the MXFP4 GEMV's lane order
+  kPackedAvx2XLanes,    // packed_matmul_avx2: x in the MXFP4 GEMV's lane order, or FP8's scaled x
   kLaneGemmW,           // lane_gemm_avx512: packed weight panels
   kLaneGemmP,           // lane_gemm_avx512: partial products
   kLaneGemmRows,        // lane_gemm_avx512: dequantised rows of a packed weight

@@ -58,7 +58,7 @@ inline __m256 exp(__m256 x) {
   return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
-// Lanes [0, n) all ones, n in [0, 8]: a mask for _mm256_maskload_ps / maskstore.
+// Lanes [0, n) all ones, n in [0, 8]: a mask for _mm256_maskload_ps (stores: store_first).
 inline __m256i mask8(int64_t n) {
   const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n < 0 ? 0 : n > 8 ? 8 : n)), idx);
