@@ -54,7 +54,7 @@ step_fetch() {
     local tgz="$WORK/llama_cpp_python-$LCPP_VERSION.tar.gz"
     if [ ! -f "$tgz" ]; then
         log "downloading llama-cpp-python $LCPP_VERSION sdist"
-        python3 -m pip download --no-deps --no-binary :all: \
+        python3 -m pip download --no-deps --no-binary llama-cpp-python \
             "llama-cpp-python==$LCPP_VERSION" -d "$WORK"
     fi
     tar -xzf "$tgz" -C "$WORK"
