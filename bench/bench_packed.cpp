@@ -21,8 +21,9 @@ using gannet::kernels::WeightFormat;
 constexpr int64_t kRotateBytes = int64_t(256) << 20;
 
 // Args: format, n, k, m, threads. e8m0_fp8: FP8 with V4.1's E8M0 32 x 32 scale blocks
-// (power-of-two scales, which the AVX2 GEMV folds into x) instead of F32 128 x 128.
-void packed_matmul(benchmark::State& state, bool e8m0_fp8) {
+// (power-of-two scales, which the AVX2 GEMV folds into x) instead of F32 128 x 128;
+// fp8_subnormals: FP8 with subnormal codes in every row.
+void packed_matmul(benchmark::State& state, bool e8m0_fp8, bool fp8_subnormals = false) {
   const auto f = WeightFormat(state.range(0));
   const int64_t n = state.range(1), k = state.range(2), m = state.range(3);
   const int threads = int(state.range(4));
@@ -43,6 +44,12 @@ void packed_matmul(benchmark::State& state, bool e8m0_fp8) {
   std::vector<uint8_t> data(size_t(copies * bytes));
   std::mt19937 rng(1);
   for (auto& b : data) b = uint8_t(rng() & 0x77);  // finite codes in every small format
+  // FP8: 1/8 of these codes are subnormal, far more than in checkpoints (about 1 in 10^4
+  // in make-model's), and every row then takes the kernels' f16 route
+  // (PackedWeight::fp8_subnormal_rows). Made normal here, but for the *Subnormal case.
+  if (f == WeightFormat::kFp8Block && !fp8_subnormals)
+    for (auto& b : data)
+      if ((b & 0x78) == 0 && (b & 0x07) != 0) b |= 0x08;
   // Plain formats get normal numbers (denormals would time the microcode, not the kernel).
   if (f == WeightFormat::kF32)
     for (size_t i = 0; i + 4 <= data.size(); i += 4) {
@@ -67,11 +74,14 @@ void packed_matmul(benchmark::State& state, bool e8m0_fp8) {
   state.counters["FLOP"] =
       benchmark::Counter(double(2 * m * n * k) * double(state.iterations()), benchmark::Counter::kIsRate);
   state.SetLabel(std::string(gannet::kernels::weight_format_name(f)) + (e8m0_fp8 ? " e8m0-32 " : " ") +
+                 (fp8_subnormals ? "subnormal " : "") +
                  gannet::isa_name(gannet::active_isa()));
 }
 
 void BM_PackedMatmul(benchmark::State& state) { packed_matmul(state, false); }
 void BM_PackedMatmulFp8E8m0(benchmark::State& state) { packed_matmul(state, true); }
+// The f16 route of rows with subnormal codes (range 5: 1 for E8M0 32 x 32 scales).
+void BM_PackedMatmulFp8Subnormal(benchmark::State& state) { packed_matmul(state, state.range(5) != 0, true); }
 
 void args(benchmark::internal::Benchmark* b) {
   for (int f = 0; f <= int(WeightFormat::kInt8Row); ++f) {
@@ -97,5 +107,12 @@ BENCHMARK(BM_PackedMatmulFp8E8m0)
     ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 2, 1})  // the few-row kernels alone
     ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 5, 1})
     ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 5, 2})  // a verify step of 4 drafts
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_PackedMatmulFp8Subnormal)
+    ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 1, 1, 0})  // F32 128 x 128 scales
+    ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 1, 1, 1})  // E8M0 32 x 32 scales
+    ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 5, 1, 0})
+    ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 5, 1, 1})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();

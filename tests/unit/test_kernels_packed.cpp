@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -239,15 +240,33 @@ TEST(KernelsPacked, EveryPathMatchesTheReference) {
     for (const Shape& s : shapes) {
       if (f == WeightFormat::kMxfp4 && s.k % 2) continue;
       // fp8 scale blocks: 32 x 32 E8M0, 128 x 128 f32, 16 x 16 f32 (a new scale every
-      // chunk); each as loaded (scan_codes: no NaN code, so the fast routes) and unscanned.
-      for (int variant = 0; variant < (f == WeightFormat::kFp8Block ? 6 : 1); ++variant) {
+      // chunk); each unscanned, as loaded (scan_codes: no NaN code, so the fast routes),
+      // and as loaded with subnormal codes only in some rows: random bytes put one in
+      // every row, so every row takes the fast routes' f16 form (fp8_subnormal_rows);
+      // rows without one take f32 bits. Row r has them where bit r % 4 of (r / 4) % 16 is
+      // set: GEMV tiles of four rows with every mixture.
+      for (int variant = 0; variant < (f == WeightFormat::kFp8Block ? 9 : 1); ++variant) {
         const uint32_t seed = uint32_t(s.n * 131 + s.k);
         Owned o = variant % 3 == 0   ? make(f, s.n, s.k, seed)
                   : variant % 3 == 1 ? make(f, s.n, s.k, seed, 128, DType::F32)
                                      : make(f, s.n, s.k, seed, 16, DType::F32);
+        const auto marked = [](int64_t r) { return (((r / 4) % 16) >> (r % 4) & 1) != 0; };
+        if (variant >= 6)
+          for (int64_t r = 0; r < s.n; ++r) {
+            uint8_t* row = o.data.data() + r * s.k;
+            for (int64_t c = 0; c < s.k; ++c)
+              if ((row[c] & 0x78) == 0 && (row[c] & 0x07) != 0) row[c] |= 0x08;  // the same sign, now normal
+            if (marked(r)) row[(r * 7) % s.k] = r % 2 ? 0x81 : 0x05;
+          }
         if (variant >= 3) {
           o.w.scan_codes();
           ASSERT_TRUE(o.w.fp8_plain) << "n=" << s.n << " k=" << s.k;
+          for (int64_t r = 0; r < s.n; ++r) {
+            const uint8_t* row = o.data.data() + r * s.k;
+            const bool sub = std::any_of(row, row + s.k, [](uint8_t b) { return (b & 0x78) == 0 && (b & 0x07) != 0; });
+            ASSERT_EQ(o.w.fp8_subnormal_row(r), sub) << "row " << r << " of n=" << s.n << " k=" << s.k;
+            if (variant >= 6) ASSERT_EQ(sub, marked(r)) << "row " << r;
+          }
         }
         for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 67}) {  // 2-8: the few-row kernels; 8+: the AVX-512 panel path
           if ((m == 67 && s.n * s.k > 5000) || (m == 20 && s.k > 2000)) continue;  // the larger rows: other shapes

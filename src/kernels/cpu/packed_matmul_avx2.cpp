@@ -14,9 +14,11 @@
 // the bits agree, unless scale * 2^8 overflows; such blocks, and chunks holding a NaN
 // code (0x7f / 0xff, which the f16 reads as 480 / 2^8), take the exact path instead.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/cpu/packed_matmul_impl.h"
@@ -564,7 +566,8 @@ constexpr int kFastNr = 4;
 // With s = 2^e, the reference's element is round(v * s) for the E4M3 value v, and E4M3
 // straight into f32 bits reads v / 2^120 exactly (the sign-extended byte shifted left by
 // 20 puts exponent and mantissa at bits 20-26; clearing bits 27-30 leaves the sign; the
-// subnormal codes become f32 subnormals, still exact). When v * s is exact in f32 (no
+// subnormal codes become f32 subnormals, still exact, but slow on Intel: rows holding one
+// take the f16 route, see gemv_fp8_folded). When v * s is exact in f32 (no
 // code's product leaves the normal range: an E8M0 code of 10 or more suffices, as |v| is
 // at least 2^-9) and x * s * 2^120 does not overflow (fp8_plain keeps s below 2^8, so the
 // factor is 2^3 to 2^127 and scaling up loses no bit), x * (v * s) and
@@ -603,16 +606,26 @@ inline bool fp8_scale_x(const float* x, int64_t k, int64_t bk, bool e8m0, const 
 }
 
 // y[j] for w rows [r0, r0 + nr), nr <= NR (missing rows repeat the last), all in one
-// scale block row; xs from fp8_scale_x for that block row.
-template <int NR>
-[[gnu::noinline]] void gemv_fp8_folded(const float* xs, const PackedWeight& w, int64_t r0, int64_t nr, float* y) {
-  const int64_t k = w.k, rb = w.row_bytes();
+// scale block row; xs from fp8_scale_x for that block row. Rows with a bit in kHalf
+// (marked in fp8_subnormal_rows) take the f16 route against x instead (fast_decode's
+// kFp8Plain times its scale): the same bits, with no f32 subnormal operand, which costs a
+// microcode assist per FMA that meets one on Intel.
+template <int NR, unsigned kHalf>
+[[gnu::noinline]] void gemv_fp8_folded(const float* x, const float* xs, const PackedWeight& w, int64_t r0,
+                                       int64_t nr, float* y) {
+  const int64_t k = w.k, rb = w.row_bytes(), bk = w.block_k;
+  const bool e8m0 = w.scale_dtype == DType::F8_E8M0;
+  const int64_t srow_bytes = w.scale_cols() * (e8m0 ? 1 : 4);
   const uint8_t* p[NR];
-  __m256 al[NR], ah[NR];
+  const uint8_t* s[NR];
+  __m256 al[NR], ah[NR], t[NR];
   GANNET_UNROLL for (int j = 0; j < NR; ++j) {
-    p[j] = static_cast<const uint8_t*>(w.data) + (r0 + std::min<int64_t>(j, nr - 1)) * rb;
-    al[j] = ah[j] = _mm256_setzero_ps();
+    const int64_t r = r0 + std::min<int64_t>(j, nr - 1);
+    p[j] = static_cast<const uint8_t*>(w.data) + r * rb;
+    s[j] = static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * srow_bytes;
+    al[j] = ah[j] = t[j] = _mm256_setzero_ps();
   }
+  int64_t blk = -1, next_block = 0;
   const __m256i keep = _mm256_set1_epi32(int32_t(0x87ffffffu));  // sign, exponent and mantissa bits
   for (int64_t c0 = 0; c0 < k; c0 += 64) {  // one 64-byte line of each row
     GANNET_UNROLL for (int j = 0; j < NR; ++j) {
@@ -621,8 +634,22 @@ template <int NR>
     }
     const int64_t c1 = std::min(k, c0 + 64);
     for (int64_t c = c0; c < c1; c += 16) {
+      if constexpr (kHalf != 0) {
+        if (c == next_block) {  // the next scale block (block_k is a multiple of 16)
+          ++blk, next_block += bk;
+          GANNET_UNROLL for (int j = 0; j < NR; ++j)
+            if (kHalf >> j & 1) t[j] = fast_scale<Fast::kFp8Plain>(e8m0, s[j], blk);
+        }
+      }
       const __m256 xl = _mm256_loadu_ps(xs + c), xh = _mm256_loadu_ps(xs + c + 8);
       GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+        if (kHalf >> j & 1) {
+          __m256 lo, hi;
+          fast_decode<Fast::kFp8Plain>(p[j], c, t[j], lo, hi);
+          al[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + c), lo, al[j]);
+          ah[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + c + 8), hi, ah[j]);
+          continue;
+        }
         const __m256i l = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p[j] + c)));
         const __m256i h = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p[j] + c + 8)));
         al[j] = _mm256_fmadd_ps(xl, _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(l, 20), keep)), al[j]);
@@ -632,6 +659,14 @@ template <int NR>
   }
   for (int j = 0; j < nr && j < NR; ++j) y[j] = tree_reduce(al[j], ah[j]);
 }
+
+// gemv_fp8_folded<4, mask> for each of the 16 masks of a tile's marked rows.
+using Fp8FoldedGemv = void (*)(const float*, const float*, const PackedWeight&, int64_t, int64_t, float*);
+template <unsigned... kMasks>
+constexpr std::array<Fp8FoldedGemv, sizeof...(kMasks)> fp8_folded_table(std::integer_sequence<unsigned, kMasks...>) {
+  return {&gemv_fp8_folded<4, kMasks>...};
+}
+constexpr auto kFp8Folded4 = fp8_folded_table(std::make_integer_sequence<unsigned, 16>{});
 
 template <Fast D, int MR>
 void gemv_fast_rows(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
@@ -646,7 +681,10 @@ inline void fp8_folded_rows(const float* x, const PackedWeight& w, int64_t n0, i
   for (int64_t b0 = n0; b0 < n1;) {
     const int64_t br = b0 / w.block_n, b1 = std::min(n1, (br + 1) * w.block_n);
     if (fp8_scale_x(x, w.k, w.block_k, e8m0, scales + br * srow_bytes, xs)) {
-      for (int64_t j = b0; j < b1; j += 4) gemv_fp8_folded<4>(xs, w, j, std::min<int64_t>(4, b1 - j), y + j);
+      for (int64_t j = b0; j < b1; j += 4) {
+        const int64_t nr = std::min<int64_t>(4, b1 - j);
+        kFp8Folded4[w.fp8_subnormal_mask4(j, nr)](x, xs, w, j, nr, y + j);
+      }
     } else {
       gemv_fast_rows<Fast::kFp8Plain, 1>(x, w, b0, b1, y, 1);
     }
@@ -670,8 +708,19 @@ void fp8_folded_few_rows(const float* x, const PackedWeight& w, int64_t n0, int6
     bool folded = true;
     for (int i = 0; i < MR && folded; ++i)
       folded = fp8_scale_x(x + i * k, k, w.block_k, e8m0, scales + br * srow_bytes, xs + i * k);
-    if (folded) gemv_fast_rows<Fast::kFp8Folded, MR>(xs, w, b0, b1, y, ldy);
-    else gemv_fast_rows<Fast::kFp8Plain, MR>(x, w, b0, b1, y, ldy);
+    if (!folded) {
+      gemv_fast_rows<Fast::kFp8Plain, MR>(x, w, b0, b1, y, ldy);
+    } else {
+      // runs of rows alike: those marked in fp8_subnormal_rows unfolded, through f16
+      for (int64_t r = b0; r < b1;) {
+        const bool half = w.fp8_subnormal_row(r);
+        int64_t e = r + 1;
+        while (e < b1 && w.fp8_subnormal_row(e) == half) ++e;
+        if (half) gemv_fast_rows<Fast::kFp8Plain, MR>(x, w, r, e, y, ldy);
+        else gemv_fast_rows<Fast::kFp8Folded, MR>(xs, w, r, e, y, ldy);
+        r = e;
+      }
+    }
     b0 = b1;
   }
 }

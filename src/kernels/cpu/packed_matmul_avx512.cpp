@@ -17,8 +17,10 @@
 //                    The GEMV and few-row kernels instead look codes up in the block's
 //                    scaled E2M1 table (vpermps), one of 256 made once per E8M0 code.
 //   int8             sign-extend to 32 bits, convert (exact).
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "kernels/cpu/packed_matmul_impl.h"
 #include "kernels/cpu/scratch.h"
@@ -334,9 +336,26 @@ inline float gemv_scale(const PackedWeight& w, const uint8_t* srow, int64_t bc) 
   return block_scale<D>(w, srow, bc);
 }
 
-template <Dec D>
+// fp8_plain rows marked in fp8_subnormal_rows (kHalf) go through f16 instead: decode's
+// kFp8Plain route (value / 2^8, normal f32 for every code) times s * 2^8. The same real
+// product, so the same bits, without an f32 subnormal operand (a microcode assist on Intel
+// per multiply that meets one). fp8_weight is a chunk times its multiplier fp8_multiplier.
+template <bool kHalf>
+inline float fp8_multiplier(const PackedWeight& w, const uint8_t* srow, int64_t bc) {
+  return kHalf ? block_scale<Dec::kFp8Plain>(w, srow, bc) : gemv_scale<Dec::kFp8Plain>(w, srow, bc);
+}
+
+template <bool kHalf>
+[[gnu::always_inline]] inline __m512 fp8_weight(const uint8_t* p, int64_t c, __m512 t) {
+  if constexpr (kHalf) return _mm512_mul_ps(decode<Dec::kFp8Plain>(p, c, __mmask16(0xffff)), t);
+  else return _mm512_mul_ps(fp8_f32_route(p, c), t);
+}
+
+// kHalf (kFp8Plain only): bit j set where w row j of the four takes the f16 route above.
+template <Dec D, unsigned kHalf = 0>
 GANNET_NOINLINE void gemv4_scaled(const float* x, const PackedWeight& w, int64_t r0, int64_t nr, float* y) {
   static_assert(scaled(D) && D != Dec::kMxfp4, "kMxfp4 runs as kMxfp4Lanes");
+  static_assert(kHalf == 0 || D == Dec::kFp8Plain, "the f16 route is for fp8_plain rows");
   const int64_t k = w.k, rb = w.row_bytes(), bk = w.block_k, nb = w.scale_cols();
   const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
   const uint8_t* d = static_cast<const uint8_t*>(w.data);
@@ -360,6 +379,11 @@ GANNET_NOINLINE void gemv4_scaled(const float* x, const PackedWeight& w, int64_t
       if constexpr (D == Dec::kMxfp4Lanes) {  // the scaled E2M1 tables
         t0 = mxfp4_block_table(w, tabs, s[0], blk), t1 = mxfp4_block_table(w, tabs, s[1], blk);
         t2 = mxfp4_block_table(w, tabs, s[2], blk), t3 = mxfp4_block_table(w, tabs, s[3], blk);
+      } else if constexpr (D == Dec::kFp8Plain) {
+        t0 = _mm512_set1_ps(fp8_multiplier<(kHalf & 1) != 0>(w, s[0], blk));
+        t1 = _mm512_set1_ps(fp8_multiplier<(kHalf & 2) != 0>(w, s[1], blk));
+        t2 = _mm512_set1_ps(fp8_multiplier<(kHalf & 4) != 0>(w, s[2], blk));
+        t3 = _mm512_set1_ps(fp8_multiplier<(kHalf & 8) != 0>(w, s[3], blk));
       } else {
         t0 = _mm512_set1_ps(gemv_scale<D>(w, s[0], blk)), t1 = _mm512_set1_ps(gemv_scale<D>(w, s[1], blk));
         t2 = _mm512_set1_ps(gemv_scale<D>(w, s[2], blk)), t3 = _mm512_set1_ps(gemv_scale<D>(w, s[3], blk));
@@ -372,10 +396,10 @@ GANNET_NOINLINE void gemv4_scaled(const float* x, const PackedWeight& w, int64_t
       a2 = _mm512_fmadd_ps(xv, mxfp4_lanes(p[2], c, t2), a2);
       a3 = _mm512_fmadd_ps(xv, mxfp4_lanes(p[3], c, t3), a3);
     } else if constexpr (D == Dec::kFp8Plain) {
-      a0 = _mm512_fmadd_ps(xv, _mm512_mul_ps(fp8_f32_route(p[0], c), t0), a0);
-      a1 = _mm512_fmadd_ps(xv, _mm512_mul_ps(fp8_f32_route(p[1], c), t1), a1);
-      a2 = _mm512_fmadd_ps(xv, _mm512_mul_ps(fp8_f32_route(p[2], c), t2), a2);
-      a3 = _mm512_fmadd_ps(xv, _mm512_mul_ps(fp8_f32_route(p[3], c), t3), a3);
+      a0 = _mm512_fmadd_ps(xv, fp8_weight<(kHalf & 1) != 0>(p[0], c, t0), a0);
+      a1 = _mm512_fmadd_ps(xv, fp8_weight<(kHalf & 2) != 0>(p[1], c, t1), a1);
+      a2 = _mm512_fmadd_ps(xv, fp8_weight<(kHalf & 4) != 0>(p[2], c, t2), a2);
+      a3 = _mm512_fmadd_ps(xv, fp8_weight<(kHalf & 8) != 0>(p[3], c, t3), a3);
     } else {
       const __mmask16 all = 0xffff;
       a0 = _mm512_fmadd_ps(xv, _mm512_mul_ps(decode<D>(p[0], c, all), t0), a0);
@@ -414,9 +438,11 @@ template <Dec D>
   else return decode<D>(p, c, __mmask16(0xffff));
 }
 
-template <Dec D, int MR, int NR>
+// kHalf (kFp8Plain only): every w row through f16 (fp8_weight), for tiles with a marked row.
+template <Dec D, int MR, int NR, bool kHalf = false>
 GANNET_NOINLINE void few_rows(const float* x, const PackedWeight& w, int64_t r0, int64_t nr, float* y, int64_t ldy) {
   static_assert(D != Dec::kMxfp4 && D != Dec::kBF16, "the lane orders run instead");
+  static_assert(!kHalf || D == Dec::kFp8Plain, "the f16 route is for fp8_plain rows");
   const int64_t k = w.k, rb = w.row_bytes();
   const int64_t bk = scaled(D) ? w.block_k : k, nb = scaled(D) ? w.scale_cols() : 0;
   const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
@@ -446,12 +472,16 @@ GANNET_NOINLINE void few_rows(const float* x, const PackedWeight& w, int64_t r0,
           ++blk, next_block += bk;
           GANNET_UNROLL for (int j = 0; j < NR; ++j) {
             if constexpr (is_mxfp4(D)) t[j] = mxfp4_block_table(w, tabs, s[j], blk);
+            else if constexpr (kHalf) t[j] = _mm512_set1_ps(fp8_multiplier<true>(w, s[j], blk));
             else t[j] = _mm512_set1_ps(gemv_scale<D>(w, s[j], blk));
           }
         }
       }
       __m512 wv[NR];
-      GANNET_UNROLL for (int j = 0; j < NR; ++j) wv[j] = few_decode<D>(p[j], c, t[j]);
+      GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+        if constexpr (kHalf) wv[j] = fp8_weight<true>(p[j], c, t[j]);
+        else wv[j] = few_decode<D>(p[j], c, t[j]);
+      }
       GANNET_UNROLL for (int i = 0; i < MR; ++i) {
         const __m512 xv = _mm512_loadu_ps(x + i * k + c);
         GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
@@ -468,8 +498,25 @@ GANNET_NOINLINE void few_rows(const float* x, const PackedWeight& w, int64_t r0,
 template <Dec D, int MR>
 void few_rows_cols(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   constexpr int NR = MR <= 5 ? 4 : 3;  // MR x NR accumulators, NR decoded chunks and NR scales within 32 registers
-  for (int64_t j = n0; j < n1; j += NR) few_rows<D, MR, NR>(x, w, j, std::min<int64_t>(NR, n1 - j), y + j, ldy);
+  for (int64_t j = n0; j < n1; j += NR) {
+    const int64_t nr = std::min<int64_t>(NR, n1 - j);
+    if constexpr (D == Dec::kFp8Plain) {
+      if (w.fp8_subnormal_any(j, j + nr)) {
+        few_rows<D, MR, NR, true>(x, w, j, nr, y + j, ldy);
+        continue;
+      }
+    }
+    few_rows<D, MR, NR>(x, w, j, nr, y + j, ldy);
+  }
 }
+
+// The one-row GEMV of four fp8_plain rows, each through f32 bits or (marked rows) f16.
+using Gemv4 = void (*)(const float*, const PackedWeight&, int64_t, int64_t, float*);
+template <unsigned... kMasks>
+constexpr std::array<Gemv4, sizeof...(kMasks)> fp8_gemv4_table(std::integer_sequence<unsigned, kMasks...>) {
+  return {&gemv4_scaled<Dec::kFp8Plain, kMasks>...};
+}
+constexpr auto kFp8Gemv4 = fp8_gemv4_table(std::make_integer_sequence<unsigned, 16>{});
 
 template <Dec D>
 bool few_rows_dispatch(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y,
@@ -510,7 +557,11 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
   if (m == 1) {
     if constexpr (scaled(D) && D != Dec::kMxfp4) {
       if (w.k > 0 && w.k % 16 == 0 && w.block_k % 16 == 0) {
-        for (int64_t j = n0; j < n1; j += 4) gemv4_scaled<D>(x, w, j, std::min<int64_t>(4, n1 - j), y + j);
+        for (int64_t j = n0; j < n1; j += 4) {
+          const int64_t nr = std::min<int64_t>(4, n1 - j);
+          if constexpr (D == Dec::kFp8Plain) kFp8Gemv4[w.fp8_subnormal_mask4(j, nr)](x, w, j, nr, y + j);
+          else gemv4_scaled<D>(x, w, j, nr, y + j);
+        }
         return;
       }
     }

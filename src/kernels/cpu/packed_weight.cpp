@@ -77,11 +77,21 @@ void PackedWeight::dequant_row(int64_t r, float* out) const {
 
 void PackedWeight::scan_codes() {
   fp8_plain = false;
+  fp8_subnormal_rows.reset();
   if (format != WeightFormat::kFp8Block || !data) return;
   const uint8_t* p = static_cast<const uint8_t*>(data);
-  const uint64_t count = uint64_t(n) * uint64_t(k);
+  auto sub = std::make_shared<std::vector<uint8_t>>(size_t(n), uint8_t(0));
   uint8_t nan_seen = 0;
-  for (uint64_t i = 0; i < count; ++i) nan_seen |= uint8_t((p[i] & 0x7f) == 0x7f);
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = p + r * k;
+    uint8_t nan = 0, subnormal = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      nan |= uint8_t((row[c] & 0x7f) == 0x7f);
+      subnormal |= uint8_t((row[c] & 0x78) == 0 && (row[c] & 0x07) != 0);
+    }
+    nan_seen |= nan;
+    (*sub)[size_t(r)] = subnormal;
+  }
   if (nan_seen) return;
   for (int64_t i = 0; i < scale_rows(); ++i)
     for (int64_t j = 0; j < scale_cols(); ++j) {
@@ -89,6 +99,7 @@ void PackedWeight::scan_codes() {
       if (std::isfinite(s) && !std::isfinite(s * 0x1p120f)) return;
     }
   fp8_plain = true;
+  fp8_subnormal_rows = std::move(sub);
 }
 
 void matmul_packed_ref(const float* x, int64_t m, const PackedWeight& w, float* y) {

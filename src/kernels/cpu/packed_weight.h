@@ -16,7 +16,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -52,6 +54,14 @@ struct PackedWeight {
   // by s times that power instead: the same real product, so the same rounding. false (not
   // scanned) is always correct, only slower.
   bool fp8_plain = false;
+  // kFp8Block with fp8_plain, from scan_codes(): per row, 1 where the row holds a subnormal
+  // E4M3 code (exponent field 0, mantissa not 0). Read straight into f32 bits, such a code
+  // is an f32 subnormal, exact but slow on CPUs that take a microcode assist per
+  // subnormal operand (Intel: a 2048 x 2048 GEMV whose codes were 1/8 subnormal ran 20-80x
+  // slower); kernels run those rows through f16 instead (vcvtph2ps widens f16 subnormals
+  // at full speed), with the same bits. A hint for speed only: null (not scanned) is
+  // always correct.
+  std::shared_ptr<const std::vector<uint8_t>> fp8_subnormal_rows;
 
   int64_t scale_rows() const { return (n + block_n - 1) / block_n; }
   int64_t scale_cols() const { return (k + block_k - 1) / block_k; }
@@ -63,8 +73,26 @@ struct PackedWeight {
   float scale_at(int64_t row, int64_t col) const;
   // Row r dequantized: out[c] = decode(w[r, c]) * scale_at(r, c), rounded to f32.
   void dequant_row(int64_t r, float* out) const;  // out: [k]
-  // Sets fp8_plain by reading every code and scale once (a load-time pass).
+  // Sets fp8_plain and fp8_subnormal_rows by reading every code and scale once (a
+  // load-time pass).
   void scan_codes();
+  // Whether row r is marked in fp8_subnormal_rows (false where nothing was scanned).
+  bool fp8_subnormal_row(int64_t r) const { return fp8_subnormal_rows && (*fp8_subnormal_rows)[size_t(r)] != 0; }
+  // Bit j set where row r0 + min(j, nr - 1) is marked, j < 4 (a GEMV tile whose missing
+  // rows repeat its last one).
+  unsigned fp8_subnormal_mask4(int64_t r0, int64_t nr) const {
+    if (!fp8_subnormal_rows) return 0;
+    unsigned m = 0;
+    for (int j = 0; j < 4; ++j) m |= unsigned(fp8_subnormal_row(r0 + (j < nr ? j : nr - 1))) << j;
+    return m;
+  }
+  // Whether any row of [r0, r1) is marked.
+  bool fp8_subnormal_any(int64_t r0, int64_t r1) const {
+    if (!fp8_subnormal_rows) return false;
+    for (int64_t r = r0; r < r1; ++r)
+      if ((*fp8_subnormal_rows)[size_t(r)]) return true;
+    return false;
+  }
 };
 
 // y[m, n] = x[m, k] · dequant(w)ᵀ in the canonical order above (the scalar reference).
