@@ -131,6 +131,11 @@ MoeExpert unpack_expert(const MoeExpert& like, const uint8_t* in) {
     in += p->data_bytes();
     p->scales = p->scale_bytes() ? in : nullptr;
     in += p->scale_bytes();
+    // `like`'s marks of subnormal rows belong to another expert: these rows' own (a speed
+    // hint only; scan_codes finds the same fp8_plain as the sender's scan)
+    p->fp8_subnormal_rows.reset();
+    p->fp8_subnormal_first = 0;
+    if (p->format == kernels::WeightFormat::kFp8Block) p->scan_codes();
   }
   return w;
 }

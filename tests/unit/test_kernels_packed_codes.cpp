@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -229,6 +230,58 @@ TEST(KernelsPackedCodes, Fp8ScalesFoldedIntoXKeepTheBits) {
         }
     }
   }
+}
+
+// PackedWeight::rows: a slice's data, scales and subnormal-row marks are the parent's
+// rows [r0, r0 + count), and its products are the parent's outputs for those rows.
+TEST(KernelsPackedCodes, RowSliceKeepsScalesAndMarks) {
+  const int64_t n = 160, k = 96;  // 32 x 32 E8M0 blocks: 5 block rows, 3 block columns
+  std::vector<uint8_t> codes(size_t(n * k)), s8(size_t(5 * 3));
+  for (size_t i = 0; i < codes.size(); ++i) {
+    codes[i] = uint8_t(0x08 | (i * 29 % 0x70) | (i % 3 == 0 ? 0x80 : 0));  // normal codes, no NaN
+  }
+  for (int64_t r : {3, 40, 41, 77, 130, 159}) codes[size_t(r * k + r % k)] = 0x03;  // subnormal
+  for (size_t i = 0; i < s8.size(); ++i) s8[i] = uint8_t(120 + i);
+  PackedWeight w;
+  w.format = WeightFormat::kFp8Block;
+  w.n = n;
+  w.k = k;
+  w.block_n = w.block_k = 32;
+  w.scale_dtype = DType::F8_E8M0;
+  w.scales = s8.data();
+  w.data = codes.data();
+  w.scan_codes();
+  ASSERT_TRUE(w.fp8_plain);
+  std::vector<float> x(size_t(3 * k)), full(size_t(3 * n)), part;
+  std::mt19937 g{7};
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : x) v = nd(g);
+  for (const auto& [r0, count] : std::vector<std::pair<int64_t, int64_t>>{{32, 64}, {64, 96}, {0, 160}, {128, 7}}) {
+    const PackedWeight s = w.rows(r0, count);
+    ASSERT_EQ(s.n, count);
+    for (int64_t r = 0; r < count; ++r) {
+      ASSERT_EQ(s.fp8_subnormal_row(r), w.fp8_subnormal_row(r0 + r)) << "row " << r << " of the slice at " << r0;
+      for (int64_t c = 0; c < k; c += 32) ASSERT_EQ(s.scale_at(r, c), w.scale_at(r0 + r, c));
+    }
+    const PackedWeight s2 = s.rows(0, count);  // a slice of a slice
+    for (int64_t r = 0; r < count; ++r) ASSERT_EQ(s2.fp8_subnormal_row(r), w.fp8_subnormal_row(r0 + r));
+    for (int64_t m : {1, 3}) {
+      for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+        if (!isa_supported(isa)) continue;
+        full.assign(size_t(m * n), 0.0f);
+        part.assign(size_t(m * count), -1.0f);
+        matmul_packed_isa(isa, x.data(), m, w, full.data(), nullptr);
+        matmul_packed_isa(isa, x.data(), m, s, part.data(), nullptr);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < count; ++j)
+            ASSERT_EQ(std::memcmp(&part[size_t(i * count + j)], &full[size_t(i * n + r0 + j)], 4), 0)
+                << "slice at " << r0 << " row " << j << " x row " << i << " " << isa_name(isa);
+      }
+    }
+  }
+  int marked = 0;
+  for (int64_t r = 0; r < n; ++r) marked += w.fp8_subnormal_row(r);
+  EXPECT_EQ(marked, 6);
 }
 
 }  // namespace

@@ -295,7 +295,8 @@ void tile(const float* x, int64_t k, const float* wb, int64_t ld, float* y) {
 //   fp8 (fp8_plain: no NaN code, finite scales below 2^8; the load-time scan)  the f16 route
 //        of fp8_div256 times scale * 2^8, with no per-chunk NaN test;
 //   fp8 folded (2-5 rows, power-of-two scales already in x; fp8_folded_few_rows)  the
-//        E4M3 bits shifted straight into f32, no multiply;
+//        E4M3 bits shifted straight into f32, no multiply (rows with subnormal codes
+//        run unfolded, by the f16 route);
 //   int8  sign-extend, convert (exact), times the row's scale;
 //   bf16 (few rows only)  widened and shifted into f32, no scale;
 //   mxfp4 (a whole 32-element scale block at a time, see mxfp4_block).

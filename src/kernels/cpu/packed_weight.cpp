@@ -26,6 +26,17 @@ uint64_t PackedWeight::scale_bytes() const {
   return uint64_t(scale_rows()) * uint64_t(scale_cols()) * dtype_size(scale_dtype);
 }
 
+PackedWeight PackedWeight::rows(int64_t r0, int64_t count) const {
+  GANNET_CHECK(r0 >= 0 && count >= 0 && r0 + count <= n && r0 % block_n == 0, "rows [", r0, ", ", r0 + count,
+               ") of a weight of ", n, " rows in blocks of ", block_n);
+  PackedWeight w = *this;
+  w.n = count;
+  w.data = static_cast<const uint8_t*>(data) + r0 * row_bytes();
+  if (scales) w.scales = static_cast<const uint8_t*>(scales) + (r0 / block_n) * scale_cols() * int64_t(dtype_size(scale_dtype));
+  w.fp8_subnormal_first = fp8_subnormal_first + r0;
+  return w;
+}
+
 float PackedWeight::scale_at(int64_t row, int64_t col) const {
   if (!scales) return 1.0f;
   const int64_t i = (row / block_n) * scale_cols() + col / block_k;
@@ -78,6 +89,7 @@ void PackedWeight::dequant_row(int64_t r, float* out) const {
 void PackedWeight::scan_codes() {
   fp8_plain = false;
   fp8_subnormal_rows.reset();
+  fp8_subnormal_first = 0;
   if (format != WeightFormat::kFp8Block || !data) return;
   const uint8_t* p = static_cast<const uint8_t*>(data);
   auto sub = std::make_shared<std::vector<uint8_t>>(size_t(n), uint8_t(0));

@@ -60,8 +60,9 @@ struct PackedWeight {
   // subnormal operand (Intel: a 2048 x 2048 GEMV whose codes were 1/8 subnormal ran 20-80x
   // slower); kernels run those rows through f16 instead (vcvtph2ps widens f16 subnormals
   // at full speed), with the same bits. A hint for speed only: null (not scanned) is
-  // always correct.
+  // always correct. Whoever sets it covers rows [fp8_subnormal_first, + n).
   std::shared_ptr<const std::vector<uint8_t>> fp8_subnormal_rows;
+  int64_t fp8_subnormal_first = 0;  // row 0's entry in fp8_subnormal_rows (a slice's: rows())
 
   int64_t scale_rows() const { return (n + block_n - 1) / block_n; }
   int64_t scale_cols() const { return (k + block_k - 1) / block_k; }
@@ -76,8 +77,13 @@ struct PackedWeight {
   // Sets fp8_plain and fp8_subnormal_rows by reading every code and scale once (a
   // load-time pass).
   void scan_codes();
+  // Rows [r0, r0 + count) as a weight of their own (r0 a multiple of block_n): data,
+  // scales and the scan's marks follow.
+  PackedWeight rows(int64_t r0, int64_t count) const;
   // Whether row r is marked in fp8_subnormal_rows (false where nothing was scanned).
-  bool fp8_subnormal_row(int64_t r) const { return fp8_subnormal_rows && (*fp8_subnormal_rows)[size_t(r)] != 0; }
+  bool fp8_subnormal_row(int64_t r) const {
+    return fp8_subnormal_rows && (*fp8_subnormal_rows)[size_t(fp8_subnormal_first + r)] != 0;
+  }
   // Bit j set where row r0 + min(j, nr - 1) is marked, j < 4 (a GEMV tile whose missing
   // rows repeat its last one).
   unsigned fp8_subnormal_mask4(int64_t r0, int64_t nr) const {
@@ -90,7 +96,7 @@ struct PackedWeight {
   bool fp8_subnormal_any(int64_t r0, int64_t r1) const {
     if (!fp8_subnormal_rows) return false;
     for (int64_t r = r0; r < r1; ++r)
-      if ((*fp8_subnormal_rows)[size_t(r)]) return true;
+      if (fp8_subnormal_row(r)) return true;
     return false;
   }
 };

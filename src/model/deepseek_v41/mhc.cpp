@@ -91,12 +91,7 @@ void grouped_wo_a(const kernels::PackedWeight& wo_a, const float* o, int64_t n, 
   const int64_t gin = wo_a.k;
   std::vector<float> og(size_t(n * gin)), zg(size_t(n * rank));
   for (int64_t g = 0; g < groups; ++g) {
-    kernels::PackedWeight wg = wo_a;
-    wg.n = rank;
-    wg.data = static_cast<const uint8_t*>(wo_a.data) + g * rank * wo_a.row_bytes();
-    if (wg.scales)
-      wg.scales = static_cast<const uint8_t*>(wo_a.scales) +
-                  (g * rank / wo_a.block_n) * wo_a.scale_cols() * int64_t(dtype_size(wo_a.scale_dtype));
+    const kernels::PackedWeight wg = wo_a.rows(g * rank, rank);
     for (int64_t i = 0; i < n; ++i) std::memcpy(og.data() + i * gin, o + (i * groups + g) * gin, size_t(gin) * 4);
     kernels::matmul_packed(og.data(), n, wg, zg.data(), pool);
     for (int64_t i = 0; i < n; ++i) std::memcpy(z + (i * groups + g) * rank, zg.data() + i * rank, size_t(rank) * 4);
