@@ -213,6 +213,8 @@ struct Kernel {
     avx512::pack_w_bf16(w, ld, rows, k, S, wb);
   }
   static void dequant(const PackedWeight& w, int64_t r0, int64_t nr, float* rows) { dequant_rows(w, r0, r0 + nr, rows); }
+  static constexpr bool kPackedPanels = false;  // dequant into rows, then pack_w_f32
+  static void pack_packed(const PackedWeight&, int64_t, int64_t, int64_t, float*) {}
   template <bool kFirst>
   static void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp, int /*rows*/) {
     avx512::micro<kFirst>(xp, wp, steps, p, ldp);  // all 12 rows: a partial tile's padding too

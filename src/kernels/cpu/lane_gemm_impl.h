@@ -4,6 +4,8 @@
 //   kMr, kNr, kStepBlock, kBlockBytes        tile shape and cache budgets
 //   w_lane_stride(S)                         floats between the lanes of a packed panel
 //   pack_w_f32 / pack_w_bf16(w, ld, rows, k, S, wb), dequant(w, r0, nr, rows)
+//   kPackedPanels: pack_packed(w, r0, nr, S, wb) packs a packed weight's panel itself
+//     (else dequant into rows, then pack_w_f32)
 //   micro<first>(xp, wp, steps, p, ldp, rows), tree_store(p, tiles, row0, m, ncols, y, ldy)
 //     (micro computes at least the tile's first `rows` rows, the ones below m; the tree
 //     reads no others)
@@ -35,7 +37,8 @@ void lane_gemm_cols_blocked(LaneOrder order, const float* xp, int64_t m, int64_t
   const int64_t step_block = blocking.steps > 0 ? blocking.steps : K::kStepBlock;
   float* const wbuf = thread_scratch(ScratchSlot::kLaneGemmW, size_t(panels_per_block * panel_floats));
   float* const pbuf = thread_scratch(ScratchSlot::kLaneGemmP, size_t(16 * tiles_per_block * kMr * kNr));
-  float* const rows = w.packed ? thread_scratch(ScratchSlot::kLaneGemmRows, size_t(kNr * k)) : nullptr;
+  float* const rows =
+      w.packed && !K::kPackedPanels ? thread_scratch(ScratchSlot::kLaneGemmRows, size_t(kNr * k)) : nullptr;
   const bool daz = order == LaneOrder::kBf16;
 
   for (int64_t nb = n0; nb < n1; nb += panels_per_block * kNr) {
@@ -46,7 +49,9 @@ void lane_gemm_cols_blocked(LaneOrder order, const float* xp, int64_t m, int64_t
       float* wb = wbuf + p * panel_floats;
       if (w.f32) K::pack_w_f32(w.f32 + j * k, k, nr, k, S, wb);
       else if (w.bf16) K::pack_w_bf16(w.bf16 + j * k, k, nr, k, S, wb);
-      else {
+      else if constexpr (K::kPackedPanels) {
+        K::pack_packed(*w.packed, j, nr, S, wb);
+      } else {
         K::dequant(*w.packed, j, nr, rows);
         K::pack_w_f32(rows, k, nr, k, S, wb);
       }

@@ -890,6 +890,83 @@ void dequant_rows(const PackedWeight& w, int64_t r0, int64_t r1, float* out) {
   }
 }
 
+namespace {
+
+// 8 x 8 transpose: afterwards r[c] holds column c of the rows that came in.
+inline void transpose8x8(__m256 (&r)[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+// Rows 8g .. 8g + NR - 1 of the panel (NR <= 8, the rest +0): each 16-column chunk of
+// them decoded as dequant does (for_each_chunk), staged in 512 bytes of L1, transposed
+// and stored per lane: chunk c is step c / 16 of every lane, lanes 0-7 from its low
+// halves, 8-15 from its high ones.
+template <WeightFormat F, int NR>
+void pack_lane_rows(const PackedWeight& w, int64_t r0, int g, int64_t lane_stride, float* wb) {
+  alignas(32) float stage[8][16] = {};
+  for_each_chunk<F, NR, true>(w, r0 + 8 * g, [&](int64_t c, const __m256(&lo)[NR], const __m256(&hi)[NR], bool) {
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      _mm256_store_ps(stage[j], lo[j]);
+      _mm256_store_ps(stage[j] + 8, hi[j]);
+    }
+    const int64_t s = c / 16;
+    GANNET_UNROLL for (int h = 0; h < 2; ++h) {
+      __m256 r[8];
+      GANNET_UNROLL for (int i = 0; i < 8; ++i) r[i] = _mm256_load_ps(stage[i] + 8 * h);
+      transpose8x8(r);
+      GANNET_UNROLL for (int q = 0; q < 8; ++q) _mm256_storeu_ps(wb + (8 * h + q) * lane_stride + s * 16 + 8 * g, r[q]);
+    }
+  });
+}
+template <WeightFormat F>
+void pack_lane_panel_of(const PackedWeight& w, int64_t r0, int64_t rows, int64_t S, int64_t lane_stride, float* wb) {
+  for (int g = 0; g < 2; ++g) {
+    const int64_t nr = std::clamp<int64_t>(rows - 8 * g, 0, 8);
+    switch (nr) {
+      case 8: pack_lane_rows<F, 8>(w, r0, g, lane_stride, wb); break;
+      case 7: pack_lane_rows<F, 7>(w, r0, g, lane_stride, wb); break;
+      case 6: pack_lane_rows<F, 6>(w, r0, g, lane_stride, wb); break;
+      case 5: pack_lane_rows<F, 5>(w, r0, g, lane_stride, wb); break;
+      case 4: pack_lane_rows<F, 4>(w, r0, g, lane_stride, wb); break;
+      case 3: pack_lane_rows<F, 3>(w, r0, g, lane_stride, wb); break;
+      case 2: pack_lane_rows<F, 2>(w, r0, g, lane_stride, wb); break;
+      case 1: pack_lane_rows<F, 1>(w, r0, g, lane_stride, wb); break;
+      default:  // no rows in this half: every lane's 8 values of it are +0
+        for (int l = 0; l < 16; ++l)
+          for (int64_t s = 0; s < S; ++s) _mm256_storeu_ps(wb + l * lane_stride + s * 16 + 8 * g, _mm256_setzero_ps());
+        break;
+    }
+  }
+}
+}  // namespace
+
+void pack_lane_panel(const PackedWeight& w, int64_t r0, int64_t rows, int64_t S, int64_t lane_stride, float* wb) {
+  GANNET_CHECK(S == (w.k + 15) / 16 && rows >= 1 && rows <= 16 && r0 + rows <= w.n, "lane panel of rows [", r0,
+               ", ", r0 + rows, ") of ", w.n, ", ", S, " steps for k = ", w.k);
+  switch (w.format) {
+    case WeightFormat::kF32: return pack_lane_panel_of<WeightFormat::kF32>(w, r0, rows, S, lane_stride, wb);
+    case WeightFormat::kBF16: return pack_lane_panel_of<WeightFormat::kBF16>(w, r0, rows, S, lane_stride, wb);
+    case WeightFormat::kF16: return pack_lane_panel_of<WeightFormat::kF16>(w, r0, rows, S, lane_stride, wb);
+    case WeightFormat::kFp8Block: return pack_lane_panel_of<WeightFormat::kFp8Block>(w, r0, rows, S, lane_stride, wb);
+    case WeightFormat::kMxfp4: return pack_lane_panel_of<WeightFormat::kMxfp4>(w, r0, rows, S, lane_stride, wb);
+    case WeightFormat::kInt8Row: return pack_lane_panel_of<WeightFormat::kInt8Row>(w, r0, rows, S, lane_stride, wb);
+  }
+}
+
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols) {
   switch (w.format) {
     case WeightFormat::kF32: return cols<WeightFormat::kF32>(x, m, w, n0, n1, y, ldy);

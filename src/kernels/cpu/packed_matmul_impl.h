@@ -19,6 +19,11 @@ namespace avx2 {
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
 // Rows [r0, r1) dequantized into out [r1 - r0, k]: the bits of PackedWeight::dequant_row.
 void dequant_rows(const PackedWeight& w, int64_t r0, int64_t r1, float* out);
+// The AVX2 lane GEMM's w panel (lane_gemm.h, f32 order) of rows [r0, r0 + rows), rows <=
+// 16: decoded as dequant_rows does, 16 columns of 8 rows at a time, and transposed
+// straight into wb [16 lanes][S steps][16 rows] (lanes lane_stride floats apart; +0 past
+// `rows`), with no [rows, k] buffer in between.
+void pack_lane_panel(const PackedWeight& w, int64_t r0, int64_t rows, int64_t S, int64_t lane_stride, float* wb);
 }
 namespace avx512 {
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
