@@ -109,6 +109,22 @@ BENCHMARK(BM_PackedMatmulFp8E8m0)
     ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 5, 2})  // a verify step of 4 drafts
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+// V4.1 small's products at a decode batch of 32 (make-model --preset small): the bf16
+// head, FP8 (E8M0 32 x 32) projections and the MoE's busier MXFP4 experts (12-24 rows).
+BENCHMARK(BM_PackedMatmul)
+    ->Args({int(WeightFormat::kBF16), 32768, 1024, 32, 2})
+    ->Args({int(WeightFormat::kMxfp4), 512, 1024, 12, 1})
+    ->Args({int(WeightFormat::kMxfp4), 512, 1024, 24, 1})
+    ->Args({int(WeightFormat::kMxfp4), 1024, 512, 24, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_PackedMatmulFp8E8m0)
+    ->Args({int(WeightFormat::kFp8Block), 1024, 1024, 32, 1})
+    ->Args({int(WeightFormat::kFp8Block), 1024, 1024, 32, 2})
+    ->Args({int(WeightFormat::kFp8Block), 2048, 384, 32, 2})
+    ->Args({int(WeightFormat::kFp8Block), 512, 1024, 32, 1})  // the shared expert's w1, w3
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK(BM_PackedMatmulFp8Subnormal)
     ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 1, 1, 0})  // F32 128 x 128 scales
     ->Args({int(WeightFormat::kFp8Block), 2048, 2048, 1, 1, 1})  // E8M0 32 x 32 scales

@@ -25,9 +25,10 @@ namespace {
 // Output columns per work item: small enough that a decode token's few experts still give
 // every thread many items, large enough that an item amortises its call.
 constexpr int64_t kTile = 32;
-// From this many rows on, an expert's products run as lane-split GEMMs (lane_gemm.h) on its
-// packed input: prefill's experts see tens of rows each, where the 12-row lane tiles beat
-// the panel path's 4 x 4 canonical tiles (the same bits either way).
+// An expert's products run as lane-split GEMMs (lane_gemm.h) on its packed input from
+// packed_lane_min_rows on, as matmul_packed does: prefill's experts see tens of rows each,
+// where the 12-row lane tiles beat the column kernels (the same bits either way). No ISA's
+// crossover is below this bound, which sizes the packed inputs.
 constexpr int64_t kLaneMinRows = 16;
 // Lane-packed floats of an expert input of `rows` rows and k columns, for any ISA's tile
 // (at most 12 rows, k rounded up to whole 16-element steps).
@@ -273,7 +274,8 @@ void MoeLayer::run_items(Isa isa, MoeWorkspace& ws, ThreadPool* pool, bool down)
   for (size_t g = 0; g < ws.groups_.size(); ++g) {
     MoeWorkspace::Group& G = ws.groups_[g];
     G.xp_off = -1;
-    if (!kernels::lane_gemm_isa(isa) || G.rows < kLaneMinRows) continue;
+    if (!kernels::lane_gemm_isa(isa) || G.rows < kernels::packed_lane_min_rows(isa, down ? G.w->w2 : G.w->w1))
+      continue;
     const int64_t k = down ? G.w->w2.k : H;
     G.xp_off = xp_floats;
     xp_floats += kernels::lane_x_floats_isa(isa, kernels::LaneOrder::kF32, G.rows, k);

@@ -40,4 +40,9 @@ void matmul_packed_many_isa(Isa isa, const float* x, int64_t m, std::span<const 
 void matmul_packed_cols_isa(Isa isa, const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1,
                             float* y, int64_t ldy);
 
+// The fewest x rows from which matmul_packed runs w on the lane GEMM (lane_gemm.h) on this
+// ISA (INT64_MAX: never): callers that pack x themselves for it (the MoE's experts) use
+// the same crossover. Below it the column kernels run.
+int64_t packed_lane_min_rows(Isa isa, const PackedWeight& w);
+
 }  // namespace gannet::kernels

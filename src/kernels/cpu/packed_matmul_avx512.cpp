@@ -22,6 +22,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/error.h"
 #include "kernels/cpu/packed_matmul_impl.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/simd_avx512.h"
@@ -538,6 +539,160 @@ bool few_rows_dispatch(const float* x, int64_t m, const PackedWeight& w, int64_t
   }
 }
 
+constexpr int64_t kFewSliceRows = 12;
+constexpr int64_t kFewKBlock = 512;  // a slice's block of x: 24 KiB, half of L1
+// Batched decode, x rows [9, kFewBlockedRows): the dense projections at batch 9-47 and the
+// MoE's busier experts. few_rows_k is few_rows over columns [c0, c1) only, its MR x NR
+// accumulators carried between calls in `acc` ([MR][NR][16]), x in xp [chunk][MR][16] from
+// c0. few_rows_blocked runs x in slices of at most 12 rows and k in blocks, each slice's
+// block copied chunk-interleaved (its rows k floats apart would share L1 sets: 4 KiB
+// aliasing), over w blocks that stay in L2 for every slice. Each w chunk is decoded in registers once per
+// slice: no f32 panel written and read back (the panel path), no transpose (the lane
+// GEMM). Every output keeps its own accumulator in k order: the bits of few_rows.
+template <Dec D, int MR, int NR, bool kHalf = false>
+GANNET_NOINLINE void few_rows_k(const float* xp, const PackedWeight& w, int64_t r0, int64_t nr, int64_t c0, int64_t c1,
+                                float* acc_mem, bool first, bool last, float* y, int64_t ldy) {
+  const int64_t k = w.k, rb = w.row_bytes();
+  const int64_t bk = scaled(D) ? w.block_k : k, nb = scaled(D) ? w.scale_cols() : 0;
+  const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
+  const uint8_t* p[NR];
+  const uint8_t* s[NR];
+  __m512 acc[MR][NR], t[NR];
+  const float* const tabs = is_mxfp4(D) && w.scale_dtype == DType::F8_E8M0 ? mxfp4_e8m0_tables() : nullptr;
+  GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+    const int64_t r = r0 + std::min<int64_t>(j, nr - 1);
+    p[j] = static_cast<const uint8_t*>(w.data) + r * rb;
+    s[j] = scaled(D) ? static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * nb * sbytes : nullptr;
+    t[j] = _mm512_setzero_ps();
+    GANNET_UNROLL for (int i = 0; i < MR; ++i)
+      acc[i][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem + (i * NR + j) * 16);
+  }
+  // The multipliers (MXFP4: the scaled tables) of the block's scale blocks, per row, found
+  // before the loop: there each is one broadcast or load when its scale block starts.
+  const int64_t blk0 = c0 / bk;
+  float mult[NR][kFewKBlock / 16 + 1];
+  const float* table[NR][kFewKBlock / 16 + 1];
+  if constexpr (scaled(D)) {
+    GANNET_CHECK(c1 - c0 <= kFewKBlock, "k block of ", c1 - c0);
+    for (int64_t b = blk0; b * bk < c1; ++b)
+      GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+        if constexpr (is_mxfp4(D)) {
+          if (tabs) table[j][b - blk0] = tabs + 16 * int64_t(s[j][b]);
+          else mult[j][b - blk0] = block_scale<D>(w, s[j], b);
+        } else if constexpr (kHalf) {
+          mult[j][b - blk0] = fp8_multiplier<true>(w, s[j], b);
+        } else {
+          mult[j][b - blk0] = gemv_scale<D>(w, s[j], b);
+        }
+      }
+  }
+  int64_t blk = blk0 - 1, next_block = c0;  // c0's scale block is taken first
+  constexpr int64_t kLineElems = 64 * 16 / packed_bytes(format_of(D), 16);  // elements in one 64-byte line
+  for (int64_t c = c0; c < c1; c += 16, xp += MR * 16) {
+    if ((c - c0) % kLineElems == 0) {  // as few_rows: the first slice reads w from memory
+      const int64_t at = packed_bytes(format_of(D), c);
+      GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+        _mm_prefetch(reinterpret_cast<const char*>(p[j] + at + kNearBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(p[j] + at + kFarBytes), _MM_HINT_T2);
+      }
+    }
+    if constexpr (scaled(D)) {
+      if (c == next_block) {
+        ++blk, next_block = (blk + 1) * bk;
+        GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+          if constexpr (is_mxfp4(D)) {
+            t[j] = tabs ? _mm512_load_ps(table[j][blk - blk0])
+                        : _mm512_mul_ps(e2m1_table(), _mm512_set1_ps(mult[j][blk - blk0]));
+          } else {
+            t[j] = _mm512_set1_ps(mult[j][blk - blk0]);
+          }
+        }
+      }
+    }
+    __m512 wv[NR];
+    GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+      if constexpr (kHalf) wv[j] = fp8_weight<true>(p[j], c, t[j]);
+      else wv[j] = few_decode<D>(p[j], c, t[j]);
+    }
+    GANNET_UNROLL for (int i = 0; i < MR; ++i) {
+      __m512 xv = _mm512_loadu_ps(xp + i * 16);
+      __asm__("" : "+v"(xv));  // one load per x vector: GCC otherwise folds it into each FMA
+      GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  }
+  if (last) {  // constant indices only: a runtime one would keep acc in memory in the loop
+    GANNET_UNROLL for (int i = 0; i < MR; ++i)
+      GANNET_UNROLL for (int j = 0; j < NR; ++j)
+        if (j < nr) y[i * ldy + j] = tree_reduce(permuted(D) ? unpermute<D>(acc[i][j]) : acc[i][j]);
+  } else {
+    GANNET_UNROLL for (int i = 0; i < MR; ++i)
+      GANNET_UNROLL for (int j = 0; j < NR; ++j) _mm512_storeu_ps(acc_mem + (i * NR + j) * 16, acc[i][j]);
+  }
+}
+
+constexpr int64_t kFewWBlockBytes = int64_t(256) << 10;
+
+// One slice of MR x rows (x: [MR, k]) against w rows [n0, n1), k block [c0, c1); xp:
+// scratch for the block of x, chunk-interleaved.
+template <Dec D, int MR>
+void few_rows_slice(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, int64_t c0, int64_t c1,
+                    float* xp, float* acc, float* y, int64_t ldy) {
+  constexpr int NR = MR <= 8 ? 3 : 2;  // MR x NR accumulators, NR decoded chunks and NR scales in 32 registers
+  const bool first = c0 == 0, last = c1 == w.k;
+  for (int64_t c = c0; c < c1; c += 16)
+    GANNET_UNROLL for (int i = 0; i < MR; ++i)
+      _mm512_storeu_ps(xp + ((c - c0) / 16 * MR + i) * 16, _mm512_loadu_ps(x + i * w.k + c));
+  x = xp;
+  for (int64_t j = n0; j < n1; j += NR, acc += MR * NR * 16) {
+    const int64_t nr = std::min<int64_t>(NR, n1 - j);
+    if constexpr (D == Dec::kFp8Plain) {
+      if (w.fp8_subnormal_any(j, j + nr)) {
+        few_rows_k<D, MR, NR, true>(x, w, j, nr, c0, c1, acc, first, last, y + j, ldy);
+        continue;
+      }
+    }
+    few_rows_k<D, MR, NR>(x, w, j, nr, c0, c1, acc, first, last, y + j, ldy);
+  }
+}
+
+template <Dec D>
+bool few_rows_blocked(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y,
+                      int64_t ldy) {
+  if constexpr (D == Dec::kMxfp4 || D == Dec::kBF16) {
+    return false;  // cols runs them in their lane orders
+  } else {
+    const int64_t k = w.k;
+    if (k <= 0 || k % 16 || (scaled(D) && w.block_k % 16) || m <= 8 || m >= kFewBlockedRows) return false;
+    const int64_t slices = (m + kFewSliceRows - 1) / kFewSliceRows;
+    const int64_t kb = kFewKBlock;
+    const int64_t block = std::max<int64_t>(6, kFewWBlockBytes / std::max<int64_t>(1, w.row_bytes()) / 6 * 6);
+    float* const acc = thread_scratch(ScratchSlot::kPackedAvx512Acc, size_t((block + 6) * kFewSliceRows * 16 + kb * kFewSliceRows));
+    float* const xp = acc + (block + 6) * kFewSliceRows * 16;
+    for (int64_t nb = n0; nb < n1; nb += block) {
+      const int64_t ne = std::min(n1, nb + block);
+      for (int64_t sl = 0; sl < slices; ++sl) {  // rows [m sl / slices, m (sl + 1) / slices): 6-12 of them
+        const int64_t i0 = m * sl / slices, rows = m * (sl + 1) / slices - i0;
+        const float* xs = x + i0 * k;
+        float* ys = y + i0 * ldy;
+        for (int64_t c0 = 0; c0 < k; c0 += kb) {
+          const int64_t c1 = std::min(k, c0 + kb);
+          switch (rows) {
+            case 12: few_rows_slice<D, 12>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 11: few_rows_slice<D, 11>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 10: few_rows_slice<D, 10>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 9: few_rows_slice<D, 9>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 8: few_rows_slice<D, 8>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 7: few_rows_slice<D, 7>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 6: few_rows_slice<D, 6>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            default: GANNET_CHECK(false, "few-row slice of ", rows, " rows");
+          }
+        }
+      }
+    }
+    return true;
+  }
+}
+
 constexpr int kGemmNr = 2;
 constexpr int kFewMr = 8;  // up to this many x rows share one tile (below the panel path's 8)
 // Weight rows a decode GEMV streams side by side (independent FMA chains, memory streams).
@@ -587,6 +742,7 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
       tile<D, kFewMr, kGemmNr>(x, m, w, j, std::min<int64_t>(kGemmNr, n1 - j), y + j, ldy);
     return;
   }
+  if (few_rows_blocked<D>(x, m, w, n0, n1, y, ldy)) return;
   for (int64_t mb = 0; mb < m; mb += kMBlock) {
     const int64_t me = std::min(m, mb + kMBlock);
     for (int64_t j = n0; j < n1; j += kGemmNr)

@@ -26,6 +26,15 @@ void dequant_rows(const PackedWeight& w, int64_t r0, int64_t r1, float* out);
 void pack_lane_panel(const PackedWeight& w, int64_t r0, int64_t rows, int64_t S, int64_t lane_stride, float* wb);
 }
 namespace avx512 {
+// matmul_packed_cols runs x rows [9, kFewBlockedRows) in slices of at most 12, each w chunk
+// decoded in registers once per slice, where few_rows_fit(w) (whole 16-element chunks and
+// scale blocks); the dispatch (packed_matmul.cpp) runs other such products on f32 panels.
+constexpr int64_t kFewBlockedRows = 48;
+inline bool few_rows_fit(const PackedWeight& w) {
+  const bool scaled = w.format == WeightFormat::kFp8Block || w.format == WeightFormat::kMxfp4 ||
+                      w.format == WeightFormat::kInt8Row;
+  return w.k > 0 && w.k % 16 == 0 && (!scaled || w.block_k % 16 == 0);
+}
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
 // Rows [r0, r1) dequantized into out [r1 - r0, k]: the bits of PackedWeight::dequant_row.
 void dequant_rows(const PackedWeight& w, int64_t r0, int64_t r1, float* out);

@@ -21,6 +21,7 @@ enum class ScratchSlot : int {
   kLaneGemmW,           // lane_gemm_avx512: packed weight panels
   kLaneGemmP,           // lane_gemm_avx512: partial products
   kLaneGemmRows,        // lane_gemm_avx512: dequantised rows of a packed weight
+  kPackedAvx512Acc,     // packed_matmul_avx512: accumulators of the k-blocked few-row tiles
   kCount
 };
 
