@@ -110,15 +110,19 @@ BENCHMARK(BM_PackedMatmulFp8E8m0)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 // V4.1 small's products at a decode batch of 32 (make-model --preset small): the bf16
-// head, FP8 (E8M0 32 x 32) projections and the MoE's busier MXFP4 experts (12-24 rows).
+// head, FP8 (E8M0 32 x 32) projections and the MoE's MXFP4 experts (4-24 rows).
 BENCHMARK(BM_PackedMatmul)
     ->Args({int(WeightFormat::kBF16), 32768, 1024, 32, 2})
+    ->Args({int(WeightFormat::kMxfp4), 512, 1024, 4, 1})
+    ->Args({int(WeightFormat::kMxfp4), 512, 1024, 6, 1})
+    ->Args({int(WeightFormat::kMxfp4), 512, 1024, 8, 1})
     ->Args({int(WeightFormat::kMxfp4), 512, 1024, 12, 1})
     ->Args({int(WeightFormat::kMxfp4), 512, 1024, 24, 1})
     ->Args({int(WeightFormat::kMxfp4), 1024, 512, 24, 1})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_PackedMatmulFp8E8m0)
+    ->Args({int(WeightFormat::kFp8Block), 1024, 1024, 6, 1})
     ->Args({int(WeightFormat::kFp8Block), 1024, 1024, 32, 1})
     ->Args({int(WeightFormat::kFp8Block), 1024, 1024, 32, 2})
     ->Args({int(WeightFormat::kFp8Block), 2048, 384, 32, 2})

@@ -484,7 +484,8 @@ GANNET_NOINLINE void few_rows(const float* x, const PackedWeight& w, int64_t r0,
         else wv[j] = few_decode<D>(p[j], c, t[j]);
       }
       GANNET_UNROLL for (int i = 0; i < MR; ++i) {
-        const __m512 xv = _mm512_loadu_ps(x + i * k + c);
+        __m512 xv = _mm512_loadu_ps(x + i * k + c);
+        __asm__("" : "+v"(xv));  // one load per x vector (see few_rows_k)
         GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
       }
     }
