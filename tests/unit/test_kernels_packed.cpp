@@ -403,7 +403,10 @@ TEST(KernelsPacked, SpecialCodesMatchTheReference) {
       Owned o = v.f == WeightFormat::kFp8Block ? make(v.f, s.n, s.k, seed, v.block, v.sdt, 1)
                                                : make(v.f, s.n, s.k, seed);
       make_special(o, seed);
-      for (int64_t m : {1, 2, 3, 5, 7, 9}) {
+      // 20: AVX-512's k-blocked slices (or panels), AVX2's lane GEMM; 50: both lane GEMMs,
+      // whose panels decode the codes themselves (partial last chunks of k = 10 and 70).
+      for (int64_t m : {1, 2, 3, 5, 7, 9, 20, 50}) {
+        if (m >= 20 && s.n * s.k > 2100) continue;
         std::vector<float> x(size_t(m * s.k)), ref(size_t(m * s.n)), got(size_t(m * s.n));
         std::mt19937 g{uint32_t(m)};
         std::normal_distribution<float> nd(0.0f, 1.0f);

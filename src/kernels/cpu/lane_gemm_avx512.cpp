@@ -22,35 +22,6 @@ constexpr int64_t kStepBlock = 128;
 // and the packed x of an m-block each take about this much.
 constexpr int64_t kBlockBytes = int64_t(768) << 10;
 
-// 16 x 16 transpose: afterwards r[c] holds column c of the rows that came in.
-inline void transpose16(__m512 (&r)[16]) {
-  __m512 t[16];
-  GANNET_UNROLL for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // Per 128-bit lane q, r[4i + j] below holds column 4q + j of rows 4i..4i+3.
-  GANNET_UNROLL for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
-    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-  }
-  __m512 o[16];
-  GANNET_UNROLL for (int j = 0; j < 4; ++j) {
-    const __m512 a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), b = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
-    const __m512 c = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88),
-                 d = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
-    o[j] = _mm512_shuffle_f32x4(a, c, 0x88);
-    o[8 + j] = _mm512_shuffle_f32x4(a, c, 0xdd);
-    o[4 + j] = _mm512_shuffle_f32x4(b, d, 0x88);
-    o[12 + j] = _mm512_shuffle_f32x4(b, d, 0xdd);
-  }
-  GANNET_UNROLL for (int i = 0; i < 16; ++i) r[i] = o[i];
-}
-
 // Floats between the lanes of a packed w panel: S steps of 32, plus one cache line so
 // that the 16 stores of a transposed block do not all land in the same L1 set.
 inline int64_t w_lane_stride(int64_t S) { return S * kNr + 16; }
@@ -213,8 +184,12 @@ struct Kernel {
     avx512::pack_w_bf16(w, ld, rows, k, S, wb);
   }
   static void dequant(const PackedWeight& w, int64_t r0, int64_t nr, float* rows) { dequant_rows(w, r0, r0 + nr, rows); }
-  static constexpr bool kPackedPanels = false;  // dequant into rows, then pack_w_f32
-  static void pack_packed(const PackedWeight&, int64_t, int64_t, int64_t, float*) {}
+  // Packed weights decode straight into the panel (pack_lane_panel), with no [32, k] f32
+  // buffer between dequant and pack_w_f32.
+  static constexpr bool kPackedPanels = true;
+  static void pack_packed(const PackedWeight& w, int64_t r0, int64_t nr, int64_t S, float* wb) {
+    pack_lane_panel(w, r0, nr, S, avx512::w_lane_stride(S), wb);
+  }
   template <bool kFirst>
   static void micro(const float* xp, const float* wp, int64_t steps, float* p, int64_t ldp, int /*rows*/) {
     avx512::micro<kFirst>(xp, wp, steps, p, ldp);  // all 12 rows: a partial tile's padding too

@@ -17,6 +17,7 @@
 //                    The GEMV and few-row kernels instead look codes up in the block's
 //                    scaled E2M1 table (vpermps), one of 256 made once per E8M0 code.
 //   int8             sign-extend to 32 bits, convert (exact).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -485,7 +486,7 @@ GANNET_NOINLINE void few_rows(const float* x, const PackedWeight& w, int64_t r0,
       }
       GANNET_UNROLL for (int i = 0; i < MR; ++i) {
         __m512 xv = _mm512_loadu_ps(x + i * k + c);
-        __asm__("" : "+v"(xv));  // one load per x vector (see few_rows_k)
+        pin(xv);  // one load per x vector (see few_rows_k)
         GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
       }
     }
@@ -617,7 +618,7 @@ GANNET_NOINLINE void few_rows_k(const float* xp, const PackedWeight& w, int64_t 
     }
     GANNET_UNROLL for (int i = 0; i < MR; ++i) {
       __m512 xv = _mm512_loadu_ps(xp + i * 16);
-      __asm__("" : "+v"(xv));  // one load per x vector: GCC otherwise folds it into each FMA
+      pin(xv);  // one load per x vector: GCC otherwise folds it into each FMA
       GANNET_UNROLL for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
     }
   }
@@ -774,7 +775,61 @@ void dequant(const PackedWeight& w, int64_t r0, int64_t r1, float* out) {
   }
 }
 
+// The lane GEMM's panel (packed_matmul_impl.h): per group of 16 rows, each 16-column
+// chunk of them decoded and scaled as dequant does, transposed in registers and stored
+// as one step of every lane.
+template <Dec D>
+void pack_lane_panel_of(const PackedWeight& w, int64_t r0, int64_t rows, int64_t S, int64_t lane_stride, float* wb) {
+  const int64_t k = w.k, rb = w.row_bytes(), bk = scaled(D) ? w.block_k : k;
+  const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
+  for (int g = 0; g < 2; ++g) {
+    const int live = int(std::clamp<int64_t>(rows - 16 * g, 0, 16));
+    const uint8_t* p[16];
+    const uint8_t* srow[16];
+    __m512 sc[16];
+    for (int i = 0; i < live; ++i) {
+      const int64_t r = r0 + 16 * g + i;
+      p[i] = static_cast<const uint8_t*>(w.data) + r * rb;
+      srow[i] = scaled(D) ? static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * w.scale_cols() * sbytes : nullptr;
+    }
+    for (int64_t c = 0; c < S; ++c) {
+      const int64_t col = 16 * c;
+      const __mmask16 mk = mask16(k - col);
+      if (scaled(D) && col % bk == 0)  // a new scale block (block_k is a multiple of 16)
+        for (int i = 0; i < live; ++i) sc[i] = _mm512_set1_ps(block_scale<D>(w, srow[i], col / bk));
+      __m512 r[16];
+      GANNET_UNROLL for (int i = 0; i < 16; ++i) {
+        if (i < live) {
+          r[i] = decode<D>(p[i], col, mk);
+          // Lanes past k stay +0 whatever the scale, as dequant leaves them unwritten.
+          if constexpr (scaled(D)) r[i] = _mm512_maskz_mul_ps(mk, r[i], sc[i]);
+        } else {
+          r[i] = _mm512_setzero_ps();
+        }
+      }
+      transpose16(r);
+      GANNET_UNROLL for (int l = 0; l < 16; ++l) _mm512_storeu_ps(wb + l * lane_stride + c * 32 + 16 * g, r[l]);
+    }
+  }
+}
+
 }  // namespace
+
+void pack_lane_panel(const PackedWeight& w, int64_t r0, int64_t rows, int64_t S, int64_t lane_stride, float* wb) {
+  GANNET_CHECK(S == (w.k + 15) / 16 && rows >= 1 && rows <= 32 && r0 + rows <= w.n &&
+                   (w.scales == nullptr || w.block_k % 16 == 0 || w.format == WeightFormat::kInt8Row),
+               "lane panel of rows [", r0, ", ", r0 + rows, ") of ", w.n, ", ", S, " steps for k = ", w.k);
+  switch (w.format) {
+    case WeightFormat::kF32: return pack_lane_panel_of<Dec::kF32>(w, r0, rows, S, lane_stride, wb);
+    case WeightFormat::kBF16: return pack_lane_panel_of<Dec::kBF16>(w, r0, rows, S, lane_stride, wb);
+    case WeightFormat::kF16: return pack_lane_panel_of<Dec::kF16>(w, r0, rows, S, lane_stride, wb);
+    case WeightFormat::kFp8Block:
+      return w.fp8_plain ? pack_lane_panel_of<Dec::kFp8Plain>(w, r0, rows, S, lane_stride, wb)
+                         : pack_lane_panel_of<Dec::kFp8Exact>(w, r0, rows, S, lane_stride, wb);
+    case WeightFormat::kMxfp4: return pack_lane_panel_of<Dec::kMxfp4>(w, r0, rows, S, lane_stride, wb);
+    case WeightFormat::kInt8Row: return pack_lane_panel_of<Dec::kInt8>(w, r0, rows, S, lane_stride, wb);
+  }
+}
 
 void dequant_rows(const PackedWeight& w, int64_t r0, int64_t r1, float* out) {
   switch (w.format) {

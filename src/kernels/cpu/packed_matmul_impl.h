@@ -38,6 +38,10 @@ inline bool few_rows_fit(const PackedWeight& w) {
 GANNET_MATMUL_PACKED_COLS(matmul_packed_cols);
 // Rows [r0, r1) dequantized into out [r1 - r0, k]: the bits of PackedWeight::dequant_row.
 void dequant_rows(const PackedWeight& w, int64_t r0, int64_t r1, float* out);
+// The AVX-512 lane GEMM's w panel (lane_gemm.h, f32 order) of rows [r0, r0 + rows), rows
+// <= 32, decoded 16 x 16 at a time as dequant_rows does and transposed straight into wb
+// [16 lanes][S steps][32 rows] (lanes lane_stride floats apart; +0 past `rows` and k).
+void pack_lane_panel(const PackedWeight& w, int64_t r0, int64_t rows, int64_t S, int64_t lane_stride, float* wb);
 }
 
 }  // namespace gannet::kernels

@@ -20,7 +20,7 @@ enum class ScratchSlot : int {
   kPackedAvx2XLanes,    // packed_matmul_avx2: x in the MXFP4 GEMV's lane order, or FP8's scaled x
   kLaneGemmW,           // lane_gemm_avx512: packed weight panels
   kLaneGemmP,           // lane_gemm_avx512: partial products
-  kLaneGemmRows,        // lane_gemm_avx512: dequantised rows of a packed weight
+  kLaneGemmRows,        // lane_gemm_impl.h: dequantised rows (kernels without kPackedPanels)
   kPackedAvx512Acc,     // packed_matmul_avx512: accumulators of the k-blocked few-row tiles
   kCount
 };

@@ -94,4 +94,33 @@ inline __mmask16 mask16(int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmas
 // Lanes [0, n) set, n in [0, 32].
 inline __mmask32 mask32(int64_t n) { return n >= 32 ? ~__mmask32(0) : __mmask32((1u << n) - 1); }
 
+// 16 x 16 transpose: afterwards r[c] holds column c of the rows that came in.
+inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+  GANNET_UNROLL for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // Per 128-bit lane q, r[4i + j] below holds column 4q + j of rows 4i..4i+3.
+  GANNET_UNROLL for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  __m512 o[16];
+  GANNET_UNROLL for (int j = 0; j < 4; ++j) {
+    const __m512 a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), b = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+    const __m512 c = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88),
+                 d = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    o[j] = _mm512_shuffle_f32x4(a, c, 0x88);
+    o[8 + j] = _mm512_shuffle_f32x4(a, c, 0xdd);
+    o[4 + j] = _mm512_shuffle_f32x4(b, d, 0x88);
+    o[12 + j] = _mm512_shuffle_f32x4(b, d, 0xdd);
+  }
+  GANNET_UNROLL for (int i = 0; i < 16; ++i) r[i] = o[i];
+}
+
 }  // namespace gannet::kernels::avx512
