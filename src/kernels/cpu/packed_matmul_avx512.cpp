@@ -635,15 +635,17 @@ GANNET_NOINLINE void few_rows_k(const float* xp, const PackedWeight& w, int64_t 
 constexpr int64_t kFewWBlockBytes = int64_t(256) << 10;
 
 // One slice of MR x rows (x: [MR, k]) against w rows [n0, n1), k block [c0, c1); xp:
-// scratch for the block of x, chunk-interleaved.
-template <Dec D, int MR>
+// scratch for the block of x, chunk-interleaved (kPermuteX: and put in D's lane order).
+template <Dec D, int MR, bool kPermuteX>
 void few_rows_slice(const float* x, const PackedWeight& w, int64_t n0, int64_t n1, int64_t c0, int64_t c1,
                     float* xp, float* acc, float* y, int64_t ldy) {
   constexpr int NR = MR <= 8 ? 3 : 2;  // MR x NR accumulators, NR decoded chunks and NR scales in 32 registers
   const bool first = c0 == 0, last = c1 == w.k;
   for (int64_t c = c0; c < c1; c += 16)
-    GANNET_UNROLL for (int i = 0; i < MR; ++i)
-      _mm512_storeu_ps(xp + ((c - c0) / 16 * MR + i) * 16, _mm512_loadu_ps(x + i * w.k + c));
+    GANNET_UNROLL for (int i = 0; i < MR; ++i) {
+      const __m512 v = _mm512_loadu_ps(x + i * w.k + c);
+      _mm512_storeu_ps(xp + ((c - c0) / 16 * MR + i) * 16, kPermuteX ? _mm512_permutexvar_ps(lane_perm<D>(), v) : v);
+    }
   x = xp;
   for (int64_t j = n0; j < n1; j += NR, acc += MR * NR * 16) {
     const int64_t nr = std::min<int64_t>(NR, n1 - j);
@@ -657,7 +659,8 @@ void few_rows_slice(const float* x, const PackedWeight& w, int64_t n0, int64_t n
   }
 }
 
-template <Dec D>
+// kPermuteX: x in canonical order, put in D's lane order as the slices are copied.
+template <Dec D, bool kPermuteX = false>
 bool few_rows_blocked(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t n1, float* y,
                       int64_t ldy) {
   if constexpr (D == Dec::kMxfp4 || D == Dec::kBF16) {
@@ -679,13 +682,13 @@ bool few_rows_blocked(const float* x, int64_t m, const PackedWeight& w, int64_t 
         for (int64_t c0 = 0; c0 < k; c0 += kb) {
           const int64_t c1 = std::min(k, c0 + kb);
           switch (rows) {
-            case 12: few_rows_slice<D, 12>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
-            case 11: few_rows_slice<D, 11>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
-            case 10: few_rows_slice<D, 10>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
-            case 9: few_rows_slice<D, 9>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
-            case 8: few_rows_slice<D, 8>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
-            case 7: few_rows_slice<D, 7>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
-            case 6: few_rows_slice<D, 6>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 12: few_rows_slice<D, 12, kPermuteX>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 11: few_rows_slice<D, 11, kPermuteX>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 10: few_rows_slice<D, 10, kPermuteX>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 9: few_rows_slice<D, 9, kPermuteX>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 8: few_rows_slice<D, 8, kPermuteX>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 7: few_rows_slice<D, 7, kPermuteX>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
+            case 6: few_rows_slice<D, 6, kPermuteX>(xs, w, nb, ne, c0, c1, xp, acc, ys, ldy); break;
             default: GANNET_CHECK(false, "few-row slice of ", rows, " rows");
           }
         }
@@ -706,6 +709,7 @@ void cols(const float* x, int64_t m, const PackedWeight& w, int64_t n0, int64_t 
   if constexpr (D == Dec::kMxfp4 || D == Dec::kBF16) {
     if (w.k % 16 == 0) {
       constexpr Dec P = D == Dec::kMxfp4 ? Dec::kMxfp4Lanes : Dec::kBF16Lanes;
+      if (few_rows_blocked<P, true>(x, m, w, n0, n1, y, ldy)) return;  // x permuted as its slices are copied
       float* const xp = thread_scratch(ScratchSlot::kPackedAvx512XLanes, size_t(m * w.k));  // x in P's lane order
       permute_x<P>(x, m * w.k, xp);
       return cols<P>(xp, m, w, n0, n1, y, ldy);
