@@ -27,19 +27,20 @@ GANNET_MATMUL_PACKED_COLS(matmul_packed_cols) {
 }  // namespace ref
 
 namespace {
-// Prefill: from this many x rows on, kPanelRows w rows at a time are dequantized into an
-// f32 panel (exactly dequant_row's values) and the f32 matmul kernel of the same ISA runs
-// on it. That is the canonical f32 dot of each x row with each dequantized w row, which
-// is how the product is defined, with the decode paid once per panel instead of once per
-// register tile: packed prefill runs at the f32 GEMM's speed.
+// AVX-512, from this many x rows on where the few-row slices do not fit (k or scale blocks
+// not whole chunks): kPanelRows w rows at a time are dequantized into an f32 panel
+// (exactly dequant_row's values) and the f32 matmul kernel runs on it. That is the
+// canonical f32 dot of each x row with each dequantized w row, which is how the product
+// is defined, with the decode paid once per panel instead of once per register tile.
 constexpr int64_t kPanelMinRows = 8;
 constexpr int64_t kPanelRows = 16;
 // From this many rows on, whole products (not column ranges) run as lane-split GEMMs
-// (lane_gemm.h) on the same dequantized rows: on the 2-core Xeon VM (n = k = 2048, 2
-// threads) 1.2-1.3x the panel path at 64 rows, level at 32, 0.6x at 16. On AVX2 the
-// alternative is the 4-row decoding tile, which the lane GEMM beats from 16 rows (Zen 3,
-// same sizes: FP8 1.3x, MXFP4 1.15-1.25x, bf16 1.07x at 16 rows; 1.1x at 32): batched
-// decode's projections and the MoE's busier experts.
+// (lane_gemm.h): on the 2-core Xeon VM (n = k = 2048, 2 threads) level with AVX-512's
+// k-blocked few-row slices at 64 rows (those beat the lane GEMM and the panels below 48:
+// MXFP4 at 12-24 rows 1.6-2x, FP8 at 32 rows 1.2-1.4x). On AVX2 the alternative is the
+// 4-row decoding tile, which the lane GEMM beats from 16 rows (Zen 3, same sizes: FP8
+// 1.3x, MXFP4 1.15-1.25x, bf16 1.07x at 16 rows; 1.1x at 32): batched decode's
+// projections and the MoE's busier experts.
 constexpr int64_t kLaneMinRows = 48;
 constexpr int64_t kLaneMinRowsAvx2 = 16;
 static_assert(avx512::kFewBlockedRows <= kLaneMinRows, "rows [kFewBlockedRows, kLaneMinRows) would take the panels");
@@ -68,8 +69,7 @@ ColsFn pick_cols(Isa isa, const PackedWeight& w, int64_t m) {
   const bool simd_ok = w.scales == nullptr || w.block_k % 16 == 0 || w.format == WeightFormat::kInt8Row;
   if (!simd_ok || isa == Isa::kScalar) return ref::matmul_packed_cols;
   if (isa == Isa::kAvx2) return avx2::matmul_packed_cols;  // decodes 4 rows per GEMM tile itself
-  // Rows [9, 48) where the chunks fit: few-row tiles decoding w in registers (1.4x the
-  // panel path for FP8 at 32 rows on one thread of the Xeon VM).
+  // Rows [9, 48) where the chunks fit: few-row slices decoding w in registers.
   const bool few = m < avx512::kFewBlockedRows && avx512::few_rows_fit(w);
   return m >= kPanelMinRows && !few ? avx512_panel_cols : avx512::matmul_packed_cols;
 }
