@@ -25,8 +25,8 @@ enum class ScratchSlot : int {
   kCount
 };
 
-// At least n floats, valid until this thread's next call with the same slot and a larger
-// n; contents are not kept across growth.
+// At least n floats, starting on a 64-byte boundary, valid until this thread's next call
+// with the same slot and a larger n; contents are not kept across growth.
 float* thread_scratch(ScratchSlot slot, size_t n);
 
 }  // namespace gannet::kernels
