@@ -440,22 +440,32 @@ template <Dec D>
   else return decode<D>(p, c, __mmask16(0xffff));
 }
 
+// The code and scale-row pointers of w rows r0 .. r0 + NR - 1 (rows past nr repeat the
+// last one: computed, never stored).
+template <Dec D, int NR>
+[[gnu::always_inline]] inline void few_row_pointers(const PackedWeight& w, int64_t r0, int64_t nr,
+                                                    const uint8_t* (&p)[NR], const uint8_t* (&s)[NR]) {
+  const int64_t rb = w.row_bytes(), nb = scaled(D) ? w.scale_cols() : 0;
+  const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
+  GANNET_UNROLL for (int j = 0; j < NR; ++j) {
+    const int64_t r = r0 + std::min<int64_t>(j, nr - 1);
+    p[j] = static_cast<const uint8_t*>(w.data) + r * rb;
+    s[j] = scaled(D) ? static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * nb * sbytes : nullptr;
+  }
+}
+
 // kHalf (kFp8Plain only): every w row through f16 (fp8_weight), for tiles with a marked row.
 template <Dec D, int MR, int NR, bool kHalf = false>
 GANNET_NOINLINE void few_rows(const float* x, const PackedWeight& w, int64_t r0, int64_t nr, float* y, int64_t ldy) {
   static_assert(D != Dec::kMxfp4 && D != Dec::kBF16, "the lane orders run instead");
   static_assert(!kHalf || D == Dec::kFp8Plain, "the f16 route is for fp8_plain rows");
-  const int64_t k = w.k, rb = w.row_bytes();
-  const int64_t bk = scaled(D) ? w.block_k : k, nb = scaled(D) ? w.scale_cols() : 0;
-  const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
+  const int64_t k = w.k, bk = scaled(D) ? w.block_k : k;
   const uint8_t* p[NR];
   const uint8_t* s[NR];
+  few_row_pointers<D>(w, r0, nr, p, s);
   __m512 acc[MR][NR], t[NR];
   const float* const tabs = is_mxfp4(D) && w.scale_dtype == DType::F8_E8M0 ? mxfp4_e8m0_tables() : nullptr;
   GANNET_UNROLL for (int j = 0; j < NR; ++j) {
-    const int64_t r = r0 + std::min<int64_t>(j, nr - 1);
-    p[j] = static_cast<const uint8_t*>(w.data) + r * rb;
-    s[j] = scaled(D) ? static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * nb * sbytes : nullptr;
     t[j] = _mm512_setzero_ps();
     GANNET_UNROLL for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_setzero_ps();
   }
@@ -554,17 +564,13 @@ constexpr int64_t kFewKBlock = 512;  // a slice's block of x: 24 KiB, half of L1
 template <Dec D, int MR, int NR, bool kHalf = false>
 GANNET_NOINLINE void few_rows_k(const float* xp, const PackedWeight& w, int64_t r0, int64_t nr, int64_t c0, int64_t c1,
                                 float* acc_mem, bool first, bool last, float* y, int64_t ldy) {
-  const int64_t k = w.k, rb = w.row_bytes();
-  const int64_t bk = scaled(D) ? w.block_k : k, nb = scaled(D) ? w.scale_cols() : 0;
-  const int64_t sbytes = w.scale_dtype == DType::F8_E8M0 ? 1 : 4;
+  const int64_t k = w.k, bk = scaled(D) ? w.block_k : k;
   const uint8_t* p[NR];
   const uint8_t* s[NR];
+  few_row_pointers<D>(w, r0, nr, p, s);
   __m512 acc[MR][NR], t[NR];
   const float* const tabs = is_mxfp4(D) && w.scale_dtype == DType::F8_E8M0 ? mxfp4_e8m0_tables() : nullptr;
   GANNET_UNROLL for (int j = 0; j < NR; ++j) {
-    const int64_t r = r0 + std::min<int64_t>(j, nr - 1);
-    p[j] = static_cast<const uint8_t*>(w.data) + r * rb;
-    s[j] = scaled(D) ? static_cast<const uint8_t*>(w.scales) + (r / w.block_n) * nb * sbytes : nullptr;
     t[j] = _mm512_setzero_ps();
     GANNET_UNROLL for (int i = 0; i < MR; ++i)
       acc[i][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem + (i * NR + j) * 16);
