@@ -1,6 +1,9 @@
 #include "kernels/cpu/packed_quantize.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <new>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,6 +12,20 @@
 #include "core/error.h"
 
 namespace gannet::kernels {
+
+namespace {
+constexpr size_t kHugePage = size_t(2) << 20;
+size_t huge_round(size_t n) { return (n + kHugePage - 1) / kHugePage * kHugePage; }
+}  // namespace
+
+void* huge_page_alloc(size_t bytes) {
+  void* p = ::mmap(nullptr, huge_round(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  ::madvise(p, huge_round(bytes), MADV_HUGEPAGE);  // where THP is unavailable: 4 KiB pages
+  return p;
+}
+
+void huge_page_free(void* p, size_t bytes) noexcept { ::munmap(p, huge_round(bytes)); }
 
 namespace {
 

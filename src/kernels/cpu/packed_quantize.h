@@ -19,10 +19,29 @@
 
 namespace gannet::kernels {
 
+// Memory of its own mapping, in whole 2 MiB pages marked for transparent huge pages
+// before the first touch: decode streams quantized weights once per token, and at each
+// 4 KiB page the hardware prefetchers stop (as for the checkpoint mappings,
+// safetensors.cpp). malloc's memory may come from a heap already touched in 4 KiB pages.
+void* huge_page_alloc(size_t bytes);
+void huge_page_free(void* p, size_t bytes) noexcept;
+template <typename T>
+struct HugePageAllocator {
+  using value_type = T;
+  HugePageAllocator() = default;
+  template <typename U>
+  HugePageAllocator(const HugePageAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(huge_page_alloc(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { huge_page_free(p, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const HugePageAllocator<U>&) const { return true; }
+};
+
 // A packed weight together with the storage its pointers refer to.
 struct OwnedPackedWeight {
   PackedWeight w;
-  std::vector<uint8_t> data, scales;
+  std::vector<uint8_t, HugePageAllocator<uint8_t>> data;
+  std::vector<uint8_t> scales;
 };
 
 // row(r, out) writes row r (k floats) of the source weight [n, k].
