@@ -29,6 +29,11 @@ struct EngineArgs {
   // Convert float linear weights at load: "" or "none" (keep as stored), "fp8" (E4M3 with
   // 128x128 f32 block scales) or "int8" (one f32 scale per output row).
   std::string quantize;
+  // Where the weights' bytes live once loaded (io::WeightMemory): "auto" (the file mapping,
+  // except what the kernel backs with 4 KiB pages, copied into the process's own memory on
+  // 2 MiB pages), "map" (always the file mapping) or "copy" (always copied). Results are
+  // the same; speed and memory accounting differ. --weight-memory, GANNET_WEIGHT_MEMORY.
+  std::string weight_memory = "auto";
   // Fake-quantize activations to FP8 before FP8/MXFP4 products, as the GPU kernels and the
   // DeepSeek-V4 reference do (ModelConfig::exact_activations). --exact-activations on|off,
   // GANNET_EXACT_ACTIVATIONS.

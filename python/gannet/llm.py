@@ -40,6 +40,7 @@ _ENGINE_FIELDS = {
     "yoco_replay": "on/off/None",
     "kv_fake_quant": "on/off/None",
     "kv_cache_dtype": "str",
+    "weight_memory": "str",
     "speculative": "str",
     "num_speculative_tokens": "int",
     "speculative_verify": "str",

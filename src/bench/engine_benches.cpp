@@ -61,6 +61,7 @@ EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t ma
   a.kv_cache_memory = o.kv_cache_memory;
   a.async_scheduling = o.async_scheduling;
   a.quantize = o.quantize;
+  a.weight_memory = o.weight_memory;
   a.speculative = o.speculative;
   a.num_speculative_tokens = o.num_speculative_tokens;
   a.speculative_verify = o.speculative_verify;

@@ -22,6 +22,7 @@ struct EngineBenchOptions {
   bool quiet_progress = false;
   bool async_scheduling = true;  // EngineArgs::async_scheduling
   std::string quantize;          // EngineArgs::quantize
+  std::string weight_memory = "auto";  // EngineArgs::weight_memory
   // EngineArgs::speculative, num_speculative_tokens, speculative_verify, ngram_min / ngram_max.
   std::string speculative = "off", speculative_verify = "fixed", speculative_sampling = "exact";
   // decode: draft each request's greedy continuation (from a first, unmeasured pass), so

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gannet/engine_args.h"
+#include "io/checkpoint.h"
 #include "io/quant_config.h"
 
 namespace gannet::cli {
@@ -64,6 +65,7 @@ const char* kBenchUsage =
     "  --threads N            threads (default: the usable CPUs)\n"
     "  --async-scheduling on|off  plan step N+1 while step N runs (default on)\n"
     "  --quantize none|fp8|int8   convert float linear weights at load (default none)\n"
+    "  --weight-memory auto|map|copy  weights in the file mapping or copied on 2 MiB pages (default auto)\n"
     "  --json FILE            write the result as JSON\n"
     "  --csv FILE             write the rows as CSV\n"
     "  --kv-cache-memory SIZE KV budget (default: what the bench needs)\n"
@@ -111,7 +113,7 @@ int cmd_bench(const Args& args) {
   const Args rest(args.begin() + 1, args.end());
   Flags f(rest,
           {"model", "threads", "json", "csv", "batch-sizes", "input-len", "output-len", "lengths", "repeats",
-           "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "input-len-max", "output-len-max",
+           "num-prompts", "dataset", "kv-cache-memory", "async-scheduling", "quantize", "weight-memory", "input-len-max", "output-len-max",
            "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min",
            "ngram-max", "prompts", "suite", "tokenizer", "vocab-size", "write-tokens", "max-num-seqs",
            "shared-prefix-len", "turns", "prefix-cache-dir", "prefix-wait-steps", "prefix-state-snapshots", "expert-parallel", "ep-redundant-experts", "eplb-interval",
@@ -186,6 +188,14 @@ int cmd_bench(const Args& args) {
         throw UsageError(e.what());
       }
       o.quantize = *q;
+    }
+    if (auto w = f.get("weight-memory")) {
+      try {
+        io::parse_weight_memory(*w);
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
+      o.weight_memory = *w;
     }
     if (auto a = f.get("async-scheduling")) {
       try {

@@ -111,6 +111,7 @@ void apply_engine_flags(const Flags& f, EngineArgs& ea) {
     ea.max_image_pixels = f.get_int_in("max-image-pixels", ea.max_image_pixels, 1, int64_t(1) << 40);
     if (auto a = f.get("async-scheduling")) ea.async_scheduling = parse_on_off("--async-scheduling", *a);
     if (auto q = f.get("quantize")) ea.quantize = *q;
+    if (auto w = f.get("weight-memory")) ea.weight_memory = *w;
     if (auto a = f.get("exact-activations")) ea.exact_activations = parse_on_off("--exact-activations", *a);
     if (f.has("yoco-keep-tokens")) ea.yoco_keep_tokens = f.get_int_in("yoco-keep-tokens", 140, 1, 1 << 24);
     if (f.has("no-yoco-replay")) ea.yoco_replay = 0;

@@ -51,7 +51,7 @@ void apply_speculative_flags(const Flags& f, EngineArgs& ea);
 inline const std::set<std::string> kEngineValueFlags = {
     "threads", "kv-cache-memory", "max-num-seqs", "max-num-batched-tokens", "block-size", "max-model-len",
     "limit-images-per-prompt", "max-image-pixels",
-    "async-scheduling", "quantize", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype",
+    "async-scheduling", "quantize", "weight-memory", "exact-activations", "act-quant", "yoco-keep-tokens", "kv-cache-dtype",
     "speculative", "num-speculative-tokens", "speculative-verify", "speculative-sampling", "ngram-min", "ngram-max",
     "prefix-cache-dir", "prefix-cache-disk-size", "prefix-wait-steps", "prefix-state-snapshots", "expert-parallel", "ep-redundant-experts", "eplb-interval",
     "eplb-window", "dp", "mpi-timeout"};

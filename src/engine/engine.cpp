@@ -17,6 +17,7 @@
 #include "engine/step_profile.h"
 #include "core/progress_bar.h"
 #include "io/deepseek_v41_config.h"
+#include "core/memory_info.h"
 #include "io/deepseek_v4_config.h"
 #include "io/model_config.h"
 #include "model/deepseek_v41/vision.h"
@@ -29,15 +30,7 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-uint64_t mem_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return uint64_t(8) << 30;
-}
+uint64_t mem_available_bytes() { return gannet::mem_available_bytes().value_or(uint64_t(8) << 30); }
 
 }  // namespace
 
@@ -94,9 +87,15 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
     // Weights are read in once at start-up whatever the logging, so the first requests do
     // not pay for page faults; only the progress bar depends on --quiet.
     ProgressBar bar(args_.quiet ? std::string() : "loading " + args_.model, true);
-    checkpoint_->prefault([&](uint64_t d, uint64_t t) {
+    const io::PageInReport r = checkpoint_->page_in(io::parse_weight_memory(args_.weight_memory), [&](uint64_t d, uint64_t t) {
       if (!args_.quiet) bar.update(d, t);
     });
+    if (!args_.quiet && r.copied && args_.weight_memory == "auto")
+      std::fprintf(stderr, "weights: %.2f GiB were cached in 4 KiB pages; copied into memory on 2 MiB pages "
+                   "(--weight-memory map keeps the file mapping)\n", double(r.copied) / double(1 << 30));
+    if (!args_.quiet && r.small_pages)
+      std::fprintf(stderr, "weights: %.2f GiB are mapped with 4 KiB pages, which slows decode, and too little "
+                   "memory is available to copy them (--weight-memory)\n", double(r.small_pages) / double(1 << 30));
   }
   // DSpark without --num-speculative-tokens drafts the default 4, or the drafter's whole
   // block when that is smaller (it proposes no more per step).

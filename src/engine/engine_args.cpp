@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/checkpoint.h"
 #include "io/quant_config.h"
 
 namespace gannet {
@@ -61,6 +62,7 @@ void EngineArgs::apply_environment() {
   if (auto v = env("GANNET_BLOCK_SIZE")) block_size = int(to_int("GANNET_BLOCK_SIZE", v));
   if (auto v = env("GANNET_MAX_MODEL_LEN")) max_model_len = to_int("GANNET_MAX_MODEL_LEN", v);
   if (auto v = env("GANNET_QUANTIZE")) quantize = v;
+  if (auto v = env("GANNET_WEIGHT_MEMORY")) weight_memory = v;
   if (auto v = env("GANNET_EXACT_ACTIVATIONS")) exact_activations = parse_on_off("GANNET_EXACT_ACTIVATIONS", v);
   if (auto v = env("GANNET_ASYNC_SCHEDULING")) async_scheduling = parse_on_off("GANNET_ASYNC_SCHEDULING", v);
   if (auto v = env("GANNET_YOCO_KEEP_TOKENS")) yoco_keep_tokens = to_int("GANNET_YOCO_KEEP_TOKENS", v);
@@ -95,6 +97,7 @@ void EngineArgs::validate() const {
   if (limit_images_per_prompt < 0) fail("--limit-images-per-prompt must be >= 0, got ", limit_images_per_prompt);
   if (max_image_pixels < 1) fail("--max-image-pixels must be >= 1, got ", max_image_pixels);
   io::parse_quantize_flag(quantize);
+  io::parse_weight_memory(weight_memory);
   if (!(watermark >= 0 && watermark < 1)) fail("watermark must be in [0, 1), got ", watermark);
   if (kv_cache_dtype != "auto" && kv_cache_dtype != "f32" && kv_cache_dtype != "bf16")
     fail("--kv-cache-dtype must be auto, f32 or bf16, got '", kv_cache_dtype, "'");
@@ -154,6 +157,7 @@ std::string EngineArgs::describe() const {
      << " exact_activations=" << (exact_activations ? "on" : "off");
   if (kv_fake_quant != -1) os << " kv_fake_quant=" << (kv_fake_quant ? "on" : "off");
   if (kv_cache_dtype != "auto") os << " kv_cache_dtype=" << kv_cache_dtype;
+  if (weight_memory != "auto") os << " weight_memory=" << weight_memory;
   if (enable_prefix_caching != -1) os << " prefix_caching=" << (enable_prefix_caching ? "on" : "off");
   if (!prefix_cache_dir.empty())
     os << " prefix_cache_dir=" << prefix_cache_dir << " prefix_cache_disk_size="

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/memory_info.h"
 #include "io/model_config.h"
 
 namespace gannet::io {
@@ -148,6 +149,64 @@ void Checkpoint::prefault(const std::function<void(uint64_t, uint64_t)>& progres
       done += n;
     }
   if (progress) progress(total, total);
+}
+
+WeightMemory parse_weight_memory(const std::string& text) {
+  if (text == "auto") return WeightMemory::kAuto;
+  if (text == "map") return WeightMemory::kMap;
+  if (text == "copy") return WeightMemory::kCopy;
+  fail("--weight-memory must be auto, map or copy, got '", text, "'");
+}
+
+PageInReport Checkpoint::page_in(WeightMemory mode, const std::function<void(uint64_t, uint64_t)>& progress) {
+  PageInReport rep;
+  rep.mapped = mapped_bytes();
+  std::vector<MappedFile*> maps;
+  for (auto& f : files_)
+    for (auto& m : f->maps())
+      if (m->base()) maps.push_back(m.get());
+  std::vector<MappedFile*> to_copy;
+  if (mode == WeightMemory::kCopy) {
+    to_copy = maps;
+  } else {
+    prefault(progress);
+    if (mode == WeightMemory::kMap || !transparent_huge_pages_available()) return rep;
+    constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+    std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+    for (const MappedFile* m : maps) {
+      const uintptr_t b = reinterpret_cast<uintptr_t>(m->base());
+      ranges.emplace_back(b, b + m->base_size());
+    }
+    const auto huge = huge_mapped_bytes(ranges);
+    if (!huge) return rep;
+    for (size_t i = 0; i < maps.size(); ++i) {
+      // Only whole aligned 2 MiB stretches can be huge pages; a mapping with more than a
+      // tenth of them on 4 KiB pages is copied.
+      const uintptr_t lo = (ranges[i].first + kHuge - 1) / kHuge * kHuge, hi = ranges[i].second / kHuge * kHuge;
+      const uint64_t eligible = hi > lo ? hi - lo : 0;
+      if (eligible >= kHuge && (*huge)[i] < eligible - eligible / 10) to_copy.push_back(maps[i]);
+    }
+  }
+  uint64_t total = 0;
+  for (const MappedFile* m : to_copy) total += m->base_size();
+  if (total == 0) return rep;
+  const std::optional<uint64_t> avail = mem_available_bytes();
+  if (mode == WeightMemory::kAuto && (!avail || total + total / 8 > *avail)) {
+    rep.small_pages = total;
+    return rep;
+  }
+  if (mode == WeightMemory::kCopy && avail && total > *avail)
+    fail("--weight-memory copy: the weights of ", dir_, " take ", total, " bytes, more than the ", *avail,
+         " bytes of memory available (MemAvailable); use --weight-memory map");
+  uint64_t done = 0;
+  for (MappedFile* m : to_copy) {
+    if (progress) progress(done, total);
+    m->copy_to_memory();
+    done += m->base_size();
+  }
+  if (progress) progress(total, total);
+  rep.copied = total;
+  return rep;
 }
 
 }  // namespace gannet::io

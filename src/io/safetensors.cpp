@@ -151,6 +151,7 @@ void MappedFile::map(int fd, uint64_t offset, uint64_t length) {
       fail(path_, ": cannot mmap: ", std::strerror(e));
     }
     base_ = p;
+    base_offset_ = start;
     data_ = static_cast<const uint8_t*>(p) + (offset - start);
     // Ask for transparent huge pages on the mapping: decode streams every weight once per
     // token, and with 4 KiB pages the hardware prefetchers stop at every page boundary
@@ -158,6 +159,49 @@ void MappedFile::map(int fd, uint64_t offset, uint64_t length) {
     ::madvise(p, base_len_, MADV_HUGEPAGE);
   }
   ::close(fd);
+}
+
+void MappedFile::copy_to_memory() {
+  if (!base_ || copied_) return;
+  // The copy is read into a fresh region placed at the same offset from a 2 MiB boundary as
+  // the mapping, then moved over it by mremap, which keeps 2 MiB pages whole when source
+  // and destination are aligned alike.
+  constexpr uint64_t kHuge = uint64_t(2) << 20;
+  const uint64_t reserve = base_len_ + kHuge;
+  void* r = ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) fail(path_, ": cannot reserve ", base_len_, " bytes to copy the weights into: ", std::strerror(errno));
+  const uintptr_t want = reinterpret_cast<uintptr_t>(base_) % kHuge;
+  uintptr_t start = reinterpret_cast<uintptr_t>(r);
+  start += (want + kHuge - start % kHuge) % kHuge;
+  uint8_t* dst = reinterpret_cast<uint8_t*>(start);
+  if (dst > static_cast<uint8_t*>(r)) ::munmap(r, size_t(dst - static_cast<uint8_t*>(r)));
+  uint8_t* tail = dst + base_len_;
+  uint8_t* reserve_end = static_cast<uint8_t*>(r) + reserve;
+  if (tail < reserve_end) ::munmap(tail, size_t(reserve_end - tail));
+  ::madvise(dst, base_len_, MADV_HUGEPAGE);
+  auto give_up = [&](const char* what, int e) {
+    ::munmap(dst, base_len_);
+    fail(path_, ": cannot ", what, " to copy the weights into memory: ", std::strerror(e));
+  };
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) give_up("open", errno);
+  uint64_t done = 0;
+  while (done < base_len_) {
+    const size_t chunk = size_t(std::min<uint64_t>(base_len_ - done, uint64_t(64) << 20));
+    const ssize_t got = ::pread(fd, dst + done, chunk, off_t(base_offset_ + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const int e = got < 0 ? errno : EIO;  // 0: the file is shorter than when it was mapped
+      ::close(fd);
+      give_up(got < 0 ? "read" : "read (the file shrank)", e);
+    }
+    done += uint64_t(got);
+  }
+  ::close(fd);
+  ::mprotect(dst, base_len_, PROT_READ);
+  void* moved = ::mremap(dst, base_len_, base_len_, MREMAP_MAYMOVE | MREMAP_FIXED, base_);
+  if (moved == MAP_FAILED) give_up("move the copy", errno);
+  copied_ = true;
 }
 
 MappedFile::~MappedFile() {

@@ -48,6 +48,15 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // The page-aligned mapping data() lies in.
+  const void* base() const { return base_; }
+  uint64_t base_size() const { return base_len_; }
+  // Replaces the file mapping, at the same address, by anonymous memory holding the same
+  // bytes (read from the file), on transparent huge pages where the kernel gives them.
+  // data() and every pointer into it stay valid. The mapping is left as it was if reading
+  // fails (an Error naming the file). Not safe while another thread reads the bytes.
+  void copy_to_memory();
+  bool copied() const { return copied_; }
 
  private:
   void map(int fd, uint64_t offset, uint64_t length);
@@ -56,6 +65,8 @@ class MappedFile {
   uint64_t size_ = 0;
   void* base_ = nullptr;  // the page-aligned mapping data_ lies in
   uint64_t base_len_ = 0;
+  uint64_t base_offset_ = 0;  // the file offset of base_
+  bool copied_ = false;
 };
 
 // One opened safetensors file: its tensors point into the mapping. With `keep`, only the

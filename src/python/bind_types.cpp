@@ -94,6 +94,7 @@ void bind_types(nb::module_& m) {
       .def_rw("yoco_replay", &EngineArgs::yoco_replay)
       .def_rw("kv_fake_quant", &EngineArgs::kv_fake_quant)
       .def_rw("kv_cache_dtype", &EngineArgs::kv_cache_dtype)
+      .def_rw("weight_memory", &EngineArgs::weight_memory)
       .def_rw("speculative", &EngineArgs::speculative)
       .def_rw("num_speculative_tokens", &EngineArgs::num_speculative_tokens)
       .def_rw("speculative_verify", &EngineArgs::speculative_verify)

@@ -355,3 +355,17 @@ def test_kv_cache_dtype_flag(gannet, tiny_models):
     assert blocks(bf16) >= 2 * blocks(f32) - 1
     r = gannet(["generate", "--model", m, "--prompt", "hi", "--kv-cache-dtype", "fp8"], check=False)
     assert r.returncode == 2 and "--kv-cache-dtype must be auto, f32 or bf16" in r.stderr
+
+
+def test_weight_memory_flag(gannet, tiny_models):
+    """--weight-memory copy reads the weights into the process's own memory: the same tokens
+    as the file mapping; bad values are refused naming the flag."""
+    m = str(tiny_models["llama"])
+    base = ["generate", "--model", m, "--prompt", "The weights", "--max-tokens", "6", "--temperature", "0", "--json"]
+    mapped = gannet(base + ["--weight-memory", "map"])
+    copied = gannet(base + ["--weight-memory", "copy"])
+    ids = lambda p: json.loads(p.stdout.strip().splitlines()[-1])["token_ids"]
+    assert len(ids(mapped)) == 6 and ids(mapped) == ids(copied)
+    assert "weight_memory=copy" in copied.stderr, copied.stderr
+    r = gannet(base + ["--weight-memory", "mmap"], check=False)
+    assert r.returncode == 2 and "--weight-memory must be auto, map or copy, got 'mmap'" in r.stderr, r.stderr

@@ -233,6 +233,8 @@ def test_engine_argument_errors(gannet_py, tiny_models, tmp_path, llm):
         gannet_py.LLM(model=model, max_num_seqs=0)
     with pytest.raises(ValueError, match="kv_cache_dtype must be auto, f32 or bf16"):
         gannet_py.LLM(model=model, kv_cache_dtype="int4")
+    with pytest.raises(ValueError, match="weight_memory must be auto, map or copy"):
+        gannet_py.LLM(model=model, weight_memory="mmap")
     with pytest.raises(ValueError, match="gpu_memory_utilization=0.9 is not supported: gannet runs on the CPU"):
         gannet_py.LLM(model=model, gpu_memory_utilization=0.9)
     with pytest.raises(ValueError, match="tensor_parallel_size=2 is not supported"):

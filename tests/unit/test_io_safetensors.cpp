@@ -250,3 +250,72 @@ TEST(Checkpoint, KeepMapsOnlyTheChosenTensors) {
   part.prefault();
   fs::remove_all(d);
 }
+
+// page_in's copies (--weight-memory): the bytes move into anonymous memory at the same
+// addresses, so tensor pointers taken before stay valid and read the same values, for a
+// whole-file mapping and for expert parallelism's partial mappings (file offsets not 0).
+TEST(Checkpoint, PageInCopiesInPlace) {
+  fs::path d = temp_dir("page_in");
+  io::SafetensorsWriter w;
+  const int64_t n = 1 << 19;  // 2 MiB of f32 per tensor: the file spans whole 2 MiB pages
+  const char* names[] = {"embed", "layers.0.ffn.experts.0.w1", "layers.0.ffn.experts.1.w1", "norm"};
+  auto value = [](int i, int64_t k) { return float(i) * 1e7f + float(k % 9973) * 0.5f - float(k / 9973); };
+  for (int i = 0; i < 4; ++i)
+    w.add(names[i], DType::F32, {n}, [&, i](uint8_t* b, int64_t off, int64_t len) {
+      for (int64_t k = 0; k < len; ++k) {
+        const float v = value(i, off + k);
+        std::memcpy(b + 4 * k, &v, 4);
+      }
+    });
+  w.write((d / "model.safetensors").string());
+  auto check = [&](const io::Checkpoint& ck, const std::vector<const uint8_t*>& before, const char* what) {
+    for (int i = 0; i < 4; ++i) {
+      const io::TensorRef t = ck.find(names[i]);
+      EXPECT_EQ(t.data, before[size_t(i)]) << what << " " << names[i];
+      if (!t.data) continue;
+      const float* f = reinterpret_cast<const float*>(t.data);
+      int64_t bad = 0;
+      for (int64_t k = 0; k < n; ++k) bad += f[k] != value(i, k);
+      EXPECT_EQ(bad, 0) << what << " " << names[i];
+    }
+  };
+  auto pointers = [&](const io::Checkpoint& ck) {
+    std::vector<const uint8_t*> p;
+    for (const char* name : names) p.push_back(ck.find(name).data);
+    return p;
+  };
+  for (const io::WeightMemory mode : {io::WeightMemory::kMap, io::WeightMemory::kCopy, io::WeightMemory::kAuto}) {
+    io::Checkpoint all(d.string());
+    const auto before = pointers(all);
+    const io::PageInReport r = all.page_in(mode);
+    EXPECT_EQ(r.mapped, all.mapped_bytes());
+    if (mode == io::WeightMemory::kMap) {
+      EXPECT_EQ(r.copied, 0u);
+    }
+    if (mode == io::WeightMemory::kCopy) {
+      EXPECT_EQ(r.copied, fs::file_size(d / "model.safetensors"));
+    }
+    check(all, before, "whole file");
+  }
+  auto keep = [](const std::string& name) { return name.find(".experts.0.") == std::string::npos; };
+  io::Checkpoint part(d.string(), nullptr, keep);
+  const auto before = pointers(part);
+  ASSERT_EQ(before[1], nullptr);
+  const io::PageInReport r = part.page_in(io::WeightMemory::kCopy);
+  EXPECT_GE(r.copied, part.mapped_bytes());  // whole pages: a neighbour's bytes come too
+  check(part, before, "kept tensors");
+  fs::remove_all(d);
+}
+
+TEST(Checkpoint, WeightMemoryNames) {
+  EXPECT_EQ(io::parse_weight_memory("auto"), io::WeightMemory::kAuto);
+  EXPECT_EQ(io::parse_weight_memory("map"), io::WeightMemory::kMap);
+  EXPECT_EQ(io::parse_weight_memory("copy"), io::WeightMemory::kCopy);
+  try {
+    io::parse_weight_memory("mmap");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--weight-memory must be auto, map or copy, got 'mmap'"), std::string::npos)
+        << e.what();
+  }
+}
