@@ -87,7 +87,11 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
     // Weights are read in once at start-up whatever the logging, so the first requests do
     // not pay for page faults; only the progress bar depends on --quiet.
     ProgressBar bar(args_.quiet ? std::string() : "loading " + args_.model, true);
-    const io::PageInReport r = checkpoint_->page_in(io::parse_weight_memory(args_.weight_memory), [&](uint64_t d, uint64_t t) {
+    // Ranks of an mpirun job that share a machine would each hold a copy where the file
+    // mapping shares one page cache, so auto keeps the mapping there; copy is honoured.
+    io::WeightMemory wm = io::parse_weight_memory(args_.weight_memory);
+    if (wm == io::WeightMemory::kAuto && group && group->size() > 1) wm = io::WeightMemory::kMap;
+    const io::PageInReport r = checkpoint_->page_in(wm, [&](uint64_t d, uint64_t t) {
       if (!args_.quiet) bar.update(d, t);
     });
     if (!args_.quiet && r.copied && args_.weight_memory == "auto")
