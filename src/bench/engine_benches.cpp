@@ -133,6 +133,7 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
     if (o.speculative == "dspark") rep.columns.push_back({"calibration_error", "calib err", 3});
     rep.columns.push_back({"draft_ms", "draft ms", 3});
     rep.columns.push_back({"verify_ms", "verify ms", 2});
+    rep.columns.push_back({"verify_pct_bandwidth", "verify % bw", 1});
   }
   if (o.prompts != "random" && o.prompts != "repeat") fail("--prompts must be random or repeat, got '", o.prompts, "'");
   // The machine is shared and its bandwidth drifts: each row is compared with read
@@ -241,6 +242,20 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
       }
       row["draft_ms"] = draft / n * 1e3;
       row["verify_ms"] = (exec - draft) / n * 1e3;
+      // What the verifying forward reads: every sequence's 1 + drafts rows at once, so a
+      // MoE model's experts are those any of the rows routes to (the estimator's expected
+      // count for independent routing), against the read bandwidth.
+      {
+        const int64_t rows = 1 + int64_t(std::llround(row["drafts_per_step"].get<double>()));
+        double vbytes = 0;
+        for (size_t k = 0; k < step_s.size(); ++k) {
+          engine::StepShape shape;
+          shape.seqs.assign(size_t(b), engine::StepShape::Seq{rows, o.input_len + int64_t(k), true});
+          vbytes += est.step(shape).total_bytes();
+        }
+        row["verify_gb_per_step"] = vbytes / n / 1e9;
+        row["verify_pct_bandwidth"] = exec > draft ? 100.0 * vbytes / (exec - draft) / 1e9 / bw : 0.0;
+      }
       rep.rows.push_back(row);
       continue;
     }

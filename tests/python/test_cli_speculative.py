@@ -102,3 +102,16 @@ def test_bench_force_accept_is_refused_where_it_cannot_apply(gannet, tiny_models
     assert p.returncode != 0 and "--force-accept needs --speculative" in p.stderr, p.stderr
     p = gannet(["bench", "prefill", *m, "--force-accept"], check=False)
     assert p.returncode != 0 and "--force-accept applies to bench decode only" in p.stderr, p.stderr
+
+
+def test_bench_reports_the_verify_steps_bytes(gannet, tmp_path):
+    """A verify step reads the experts any of its 1 + k rows routes to: more bytes than the
+    one-row step the plain columns count, and the bench puts them against the bandwidth."""
+    out = tmp_path / "spec.json"
+    gannet(["bench", "decode", "--model", str(V41), "--batch-sizes", "1", "--input-len", "8", "--output-len", "6",
+            "--speculative", "dspark", "--num-speculative-tokens", "3", "--json", str(out)])
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["drafts_per_step"] > 0 and row["verify_pct_bandwidth"] > 0, row
+    wall = 1 * (6 - 1) / row["tokens_per_s"]
+    plain_gb_per_step = row["gb_per_s"] * wall / row["steps_measured"]
+    assert row["verify_gb_per_step"] > plain_gb_per_step, row
