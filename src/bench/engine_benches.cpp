@@ -49,6 +49,13 @@ std::vector<int32_t> synthetic_prompt(int64_t len, int64_t salt, int64_t vocab) 
   return ids;
 }
 
+// --weight-memory and what it did: decode speed depends on the pages the weights sit on.
+void weight_meta(Report& rep, const engine::Engine& eng) {
+  rep.meta["weight_memory"] = eng.args().weight_memory;
+  rep.meta["weight_bytes_copied"] = eng.weight_page_in().copied;
+  rep.meta["weight_bytes_on_small_pages"] = eng.weight_page_in().small_pages;
+}
+
 EngineArgs engine_args(const EngineBenchOptions& o, int64_t max_seqs, int64_t max_tokens_per_seq,
                        int64_t max_batched) {
   EngineArgs a;
@@ -113,6 +120,7 @@ Report run_decode_bench(const DecodeOptions& o, const Roofline& roofline) {
   rep.meta["output_len"] = o.output_len;
   rep.meta["async_scheduling"] = o.async_scheduling;
   rep.meta["quantize"] = o.quantize.empty() ? "none" : o.quantize;
+  weight_meta(rep, eng);
   rep.columns = {{"batch_size", "batch", 0},         {"step_ms_p50", "step ms p50", 2},
                  {"step_ms_p90", "step ms p90", 2},  {"tokens_per_s", "tok/s", 1},
                  {"tokens_per_s_per_user", "tok/s/user", 2}, {"gb_per_s", "GB/s", 1},
@@ -319,6 +327,7 @@ Report run_prefill_bench(const PrefillOptions& o, const Roofline& roofline) {
   if (eng.model().weight_bytes_by_format().count("bf16"))
     rep.meta["bf16_gemm"] = kernels::bf16_gemm_name(kernels::bf16_gemm_choice());
   rep.meta["weight_bytes_per_element"] = elem;
+  weight_meta(rep, eng);
   rep.columns = {{"prompt_len", "prompt", 0},  {"seconds", "seconds", 3},         {"tokens_per_s", "tok/s", 1},
                  {"gflop_per_s", "GFLOP/s", 1}, {"pct_compute_peak", "% peak", 1}};
   ProgressBar bar(o.quiet_progress ? "" : "prefill");
@@ -478,6 +487,7 @@ Report run_throughput_bench(const ThroughputOptions& o, const Roofline& roofline
   rep.meta = make_meta(o.model, eng.args().threads > 0 ? eng.args().threads : usable_cpus(), roofline);
   rep.meta["async_scheduling"] = o.async_scheduling;
   rep.meta["quantize"] = o.quantize.empty() ? "none" : o.quantize;
+  weight_meta(rep, eng);
   const engine::PrefixCacheStats& pc = eng.scheduler().prefix_stats();
   const bool caching = eng.scheduler().config().prefix_caching;
   rep.meta["prefix_caching"] = caching;

@@ -91,7 +91,7 @@ Engine::Engine(const EngineArgs& args, Collective* group) : args_(args) {
     // mapping shares one page cache, so auto keeps the mapping there; copy is honoured.
     io::WeightMemory wm = io::parse_weight_memory(args_.weight_memory);
     if (wm == io::WeightMemory::kAuto && group && group->size() > 1) wm = io::WeightMemory::kMap;
-    const io::PageInReport r = checkpoint_->page_in(wm, [&](uint64_t d, uint64_t t) {
+    const io::PageInReport& r = page_in_ = checkpoint_->page_in(wm, [&](uint64_t d, uint64_t t) {
       if (!args_.quiet) bar.update(d, t);
     });
     if (!args_.quiet && r.copied && args_.weight_memory == "auto")

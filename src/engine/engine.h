@@ -114,6 +114,8 @@ class Engine {
   const model::ExpertParallel* expert_parallel() const { return model_->expert_parallel(); }
   model::ExpertParallel* expert_parallel() { return model_->expert_parallel(); }
   const io::Checkpoint& checkpoint() const { return *checkpoint_; }
+  // Where the weights went at load (--weight-memory): bytes mapped, copied, left on 4 KiB pages.
+  const io::PageInReport& weight_page_in() const { return page_in_; }
   // Executor rows currently held (tests: none left once everything has finished).
   size_t num_executor_rows() const { return executor_->num_rows(); }
 
@@ -138,6 +140,7 @@ class Engine {
   EngineArgs args_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<io::Checkpoint> checkpoint_;
+  io::PageInReport page_in_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   int64_t replay_keep_ = 0;  // decoder bounded replay (DeepSeek-V4.1): rows kept; 0: off

@@ -48,6 +48,7 @@ def test_decode_rows(bench_env, tiny_models):
                           "--input-len", "12", "--output-len", "10", "--json", str(out), "--csv", str(d / "decode.csv")])
     j = json.loads(out.read_text())
     check_meta(j, "decode")
+    assert j["weight_memory"] == "auto" and j["weight_bytes_on_small_pages"] == 0
     assert [r["batch_size"] for r in j["rows"]] == [1, 3]
     for r in j["rows"]:
         for k in ("tokens_per_s", "tokens_per_s_per_user", "step_ms_p50", "step_ms_p90", "gb_per_s",
@@ -66,6 +67,7 @@ def test_prefill_rows(bench_env, tiny_models):
                           "--json", str(out)])
     j = json.loads(out.read_text())
     check_meta(j, "prefill")
+    assert j["weight_memory"] == "auto"
     assert [r["prompt_len"] for r in j["rows"]] == [8, 33, 300]
     for r in j["rows"]:
         assert r["tokens_per_s"] > 0 and r["gflop_per_s"] > 0 and 0 < r["pct_compute_peak"] < 1000
@@ -223,3 +225,16 @@ def test_vision_bench(bench_env, gannet):
     assert p.returncode == 2 and "--image-size applies to bench vision only" in p.stderr
     p = gannet(["bench", "vision", "--model", str(ROOT / "tests" / "golden" / "deepseek-v41-tiny")], check=False)
     assert p.returncode != 0 and "no vision tower" in p.stderr
+
+
+def test_weight_memory_copy_is_recorded(bench_env, tiny_models):
+    """--weight-memory copy copies every mapped byte: the meta says how many (the whole file,
+    whose size the checkpoint directory tells)."""
+    d, _ = bench_env
+    out = d / "copy.json"
+    model = tiny_models["llama"]
+    run_bench(bench_env, ["decode", "--model", str(model), "--batch-sizes", "1", "--input-len", "4",
+                          "--output-len", "4", "--weight-memory", "copy", "--json", str(out)])
+    j = json.loads(out.read_text())
+    assert j["weight_memory"] == "copy"
+    assert j["weight_bytes_copied"] == sum(f.stat().st_size for f in model.glob("*.safetensors")), j
