@@ -32,8 +32,8 @@ struct EngineArgs {
   // Where the weights' bytes live once loaded (io::WeightMemory): "auto" (the file mapping,
   // except what the kernel backs with 4 KiB pages, copied into the process's own memory on
   // 2 MiB pages; in an mpirun job the mapping, whose page cache ranks share), "map" (always
-  // the file mapping) or "copy" (always copied). Results are
-  // the same; speed and memory accounting differ. --weight-memory, GANNET_WEIGHT_MEMORY.
+  // the file mapping) or "copy" (always copied). Results are the same; speed and memory
+  // accounting differ. --weight-memory, GANNET_WEIGHT_MEMORY.
   std::string weight_memory = "auto";
   // Fake-quantize activations to FP8 before FP8/MXFP4 products, as the GPU kernels and the
   // DeepSeek-V4 reference do (ModelConfig::exact_activations). --exact-activations on|off,
